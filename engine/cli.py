@@ -1,0 +1,152 @@
+"""The ``sidelight`` command: ``serve``, ``devices``, and (no subcommand) the tray app.
+
+This module is the CLI's own output; everything else logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from engine.settings import Settings, SettingsError, load_settings
+
+logger = logging.getLogger("sidelight")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"sidelight: {exc}", file=sys.stderr)
+        return 2
+    command = args.command or "app"
+    if command == "devices":
+        return _devices(args)
+    if command == "app":
+        return _app(settings)
+    return _serve(settings, args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sidelight", description="Local LLMs on Intel CPUs, GPUs and NPUs via OpenVINO."
+    )
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (headless)")
+    serve.add_argument(
+        "--model",
+        type=Path,
+        help="an OpenVINO IR folder or a .gguf file (default: the built-in demo model)",
+    )
+    serve.add_argument("--device", help="OpenVINO device: CPU, GPU, GPU.1, NPU (default: CPU)")
+    serve.add_argument("--host", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: 11680; 0 picks a free one)")
+    serve.add_argument("--api-key", help="require this key as 'Authorization: Bearer KEY'")
+    serve.add_argument(
+        "--backend",
+        choices=["auto", "batched", "serial"],
+        default="auto",
+        help="batched = continuous batching (CPU/GPU), serial = one request at a "
+        "time (NPU); auto picks by device",
+    )
+    devices = sub.add_parser("devices", help="list OpenVINO devices")
+    devices.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from engine.devices import discover_devices
+
+    devices = discover_devices()
+    if args.json:
+        print(json.dumps([d.to_dict() for d in devices], indent=2))
+    else:
+        for device in devices:
+            print(device.label)
+    return 0
+
+
+def _app(settings: Settings) -> int:
+    """The tray app when the GUI is installed; otherwise serve headless."""
+    try:
+        from desktop.app import run as run_desktop  # type: ignore[import-not-found]
+    except ImportError:
+        logger.info("the desktop app is not available here; serving headless")
+        return _serve(settings, _parser().parse_args(["serve"]))
+    return int(run_desktop(settings))
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.client import ERROR, READY, EngineClient
+    from engine.logs import setup_logging
+    from engine.models import ModelError, spec_from_path
+    from engine.resources import demo_model_path
+    from engine.server.app import create_app
+    from engine.server.runner import PortInUseError, ServerRunner
+
+    settings = settings.with_overrides(
+        host=args.host, port=args.port, api_key=args.api_key, device=args.device
+    )
+    try:
+        settings.validate()
+        settings.paths.ensure()
+        spec = spec_from_path(args.model or demo_model_path())
+    except (SettingsError, ModelError, OSError) as exc:
+        print(f"sidelight: {exc}", file=sys.stderr)
+        return 2
+    log_file = setup_logging(settings.paths.log_dir, settings.log_level)
+    if spec.is_demo:
+        logger.warning(
+            "serving the built-in demo model: a tiny model for trying Sidelight out, "
+            "not for real answers"
+        )
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    engine = EngineClient(settings, backend=args.backend)
+    engine.start()
+    engine.load(spec, settings.device)
+    runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
+    try:
+        runner.start()
+    except (PortInUseError, RuntimeError) as exc:
+        engine.close()
+        print(f"sidelight: {exc}", file=sys.stderr)
+        return 1
+    logger.info(
+        "listening on %s (log: %s); loading %s on %s",
+        runner.url,
+        log_file,
+        spec.id,
+        settings.device,
+    )
+    status = engine.wait_for({READY, ERROR}, timeout=600)
+    if status.state == READY:
+        logger.info("ready: %s on %s. OpenAI base URL: %s/v1", spec.id, status.device, runner.url)
+    else:
+        logger.error("%s", status.message or "the model did not load")
+        stop.set()
+    while not stop.wait(0.5):
+        pass
+    logger.info("shutting down")
+    runner.stop()
+    engine.close()
+    return 0 if status.state == READY else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

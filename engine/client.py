@@ -1,0 +1,510 @@
+"""EngineClient: the server process's handle on the engine worker process.
+
+It starts the worker, sends it commands and turns its events into per-request async streams.
+A reader thread blocks on the pipe (releasing the GIL), so no event loop ever waits on
+inference; each event is handed to the loop that submitted its request with
+``call_soon_threadsafe``. Several loops may use one client at once (uvicorn's, a chat
+window's worker thread).
+
+If the worker dies, in-flight requests end with an error, the worker is restarted and the
+last model reloaded; the process hosting the client lives on.
+
+Threading: public methods are safe to call from any thread. Status listeners run on the
+reader thread and must not block (the desktop shell re-emits them as Qt signals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextlib
+import itertools
+import logging
+import multiprocessing
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+from engine.models import ModelSpec
+from engine.settings import Settings
+from engine.worker.messages import (
+    Cancel,
+    Command,
+    Event,
+    Finished,
+    GenerationRequest,
+    LoadModel,
+    LoadProgress,
+    ModelLoaded,
+    ModelLoadFailed,
+    ModelUnloaded,
+    RequestAccepted,
+    RequestRejected,
+    SamplingParams,
+    Shutdown,
+    Submit,
+    TextDelta,
+    UnloadModel,
+    WorkerStarted,
+)
+from engine.worker.process import worker_main
+
+logger = logging.getLogger(__name__)
+
+# Engine states, as /health and the tray show them.
+STOPPED, STARTING, IDLE, LOADING, READY, RESTARTING, ERROR = (
+    "stopped",
+    "starting",
+    "idle",
+    "loading",
+    "ready",
+    "restarting",
+    "error",
+)
+MAX_CONSECUTIVE_CRASHES = 3
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot take requests now (loading, restarting, no model, error)."""
+
+    def __init__(self, message: str, state: str, retry_after: int | None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.retry_after = retry_after
+
+
+class RequestFailed(Exception):
+    """The worker refused a request (``code`` says why) or it ended with an error."""
+
+    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.param = param
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """A snapshot of the engine for /health, the tray and tests."""
+
+    state: str
+    model: ModelSpec | None = None
+    device: str | None = None
+    backend: str | None = None
+    context_length: int | None = None
+    message: str | None = None
+    worker_pid: int | None = None
+    active_requests: int = 0
+    completed: int = 0
+    cancelled: int = 0
+    failed: int = 0
+    restarts: int = 0
+    load_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.state,
+            "model": self.model.id if self.model else None,
+            "device": self.device,
+            "backend": self.backend,
+            "context_length": self.context_length,
+            "message": self.message,
+            "worker_pid": self.worker_pid,
+            "requests": {
+                "active": self.active_requests,
+                "completed": self.completed,
+                "cancelled": self.cancelled,
+                "failed": self.failed,
+            },
+            "restarts": self.restarts,
+            "load_seconds": self.load_seconds,
+        }
+
+
+class RequestStream:
+    """The events of one request, as an async iterator on the submitting loop.
+
+    Yields :class:`TextDelta` events and ends after the :class:`Finished` event, which is
+    also kept in :attr:`result`. Leaving the iteration early (or calling :meth:`cancel`)
+    cancels the request in the engine.
+    """
+
+    def __init__(self, client: EngineClient, request_id: int, loop: asyncio.AbstractEventLoop):
+        self._client = client
+        self.request_id = request_id
+        self._loop = loop
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.accepted: RequestAccepted | None = None
+        self.result: Finished | None = None
+        self.prompt_tokens: int | None = None  # set on the reader thread on acceptance
+
+    def _deliver(self, events: list[Event]) -> None:
+        """Called on the reader thread."""
+        self._loop.call_soon_threadsafe(self._put_all, events)
+
+    def _put_all(self, events: list[Event]) -> None:
+        for event in events:
+            self._queue.put_nowait(event)
+
+    async def start(self) -> RequestAccepted:
+        """Wait until the worker accepted the request.
+
+        Raises:
+            RequestFailed: the worker rejected it (e.g. ``context_length_exceeded``).
+        """
+        event = await self._queue.get()
+        if isinstance(event, RequestRejected):
+            raise RequestFailed(event.code, event.message, event.param)
+        if not isinstance(event, RequestAccepted):  # pragma: no cover - protocol violation
+            raise RequestFailed("internal", f"unexpected engine event {event!r}")
+        self.accepted = event
+        return event
+
+    def __aiter__(self) -> AsyncIterator[TextDelta | Finished]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[TextDelta | Finished]:
+        if self.accepted is None:
+            await self.start()
+        try:
+            while True:
+                event = await self._queue.get()
+                if isinstance(event, TextDelta):
+                    yield event
+                elif isinstance(event, Finished):
+                    self.result = event
+                    yield event
+                    return
+        finally:
+            if self.result is None:
+                self.cancel()
+
+    def cancel(self) -> None:
+        """Ask the engine to stop this request (idempotent; any thread)."""
+        if self.result is None:
+            self._client.cancel(self.request_id)
+
+
+class EngineClient:
+    """Starts, feeds and supervises the engine worker process."""
+
+    def __init__(self, settings: Settings, *, backend: str = "auto") -> None:
+        self._settings = settings
+        self._backend = backend
+        self._ctx = multiprocessing.get_context("spawn")
+        self._lock = threading.RLock()
+        self._send_lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._ids = itertools.count(1)
+        self._streams: dict[int, RequestStream] = {}
+        self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._status = EngineStatus(state=STOPPED)
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._reader: threading.Thread | None = None
+        self._wanted: LoadModel | None = None  # the model to (re)load after a restart
+        self._crashes: deque[float] = deque(maxlen=MAX_CONSECUTIVE_CRASHES)
+        self._closing = False
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the worker process (returns at once; state goes to ``idle``)."""
+        with self._lock:
+            if self._process is not None:
+                return
+            self._closing = False
+            self._spawn()
+
+    def _spawn(self) -> None:
+        parent, child = self._ctx.Pipe(duplex=True)
+        log_dir = str(self._settings.paths.log_dir)
+        process = self._ctx.Process(
+            target=worker_main,
+            args=(child, log_dir, self._settings.log_level),
+            name="sidelight-engine",
+            daemon=True,
+        )
+        self._set(
+            state=STARTING if self._status.state != RESTARTING else RESTARTING, worker_pid=None
+        )
+        process.start()
+        child.close()  # so the pipe reports EOF when the worker dies
+        self._process, self._conn = process, parent
+        self._reader = threading.Thread(
+            target=self._read_loop, args=(process, parent), name="engine-reader", daemon=True
+        )
+        self._reader.start()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the worker; in-flight requests end with an error."""
+        with self._lock:
+            self._closing = True
+            process, conn, reader = self._process, self._conn, self._reader
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            self._send(Shutdown())
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout)
+        if conn is not None:
+            conn.close()
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout)
+        with self._lock:
+            self._process = self._conn = self._reader = None
+            self._fail_all("the engine was shut down")
+            self._set(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
+
+    # ---- models ------------------------------------------------------------------------
+
+    def load(self, spec: ModelSpec, device: str | None = None) -> None:
+        """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
+        device = device or self._settings.device
+        properties = self._settings.cpu.properties() if device.startswith("CPU") else {}
+        command = LoadModel(
+            spec=spec,
+            device=device,
+            properties=properties,
+            kv_cache_gb=self._settings.kv_cache_gb,
+            compile_cache_dir=str(self._settings.paths.compile_cache_dir),
+            backend=self._backend,
+        )
+        with self._lock:
+            self._wanted = command
+            self._crashes.clear()
+            self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
+        self._send(command)
+
+    def unload(self) -> None:
+        with self._lock:
+            self._wanted = None
+        self._send(UnloadModel())
+
+    # ---- status ------------------------------------------------------------------------
+
+    def status(self) -> EngineStatus:
+        with self._lock:
+            return replace(self._status, active_requests=len(self._streams))
+
+    def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the reader thread) on every state change; returns an undo."""
+        with self._lock:
+            self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def wait_for(self, states: set[str], timeout: float) -> EngineStatus:
+        """Block until the state is one of ``states`` (for the CLI and tests)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._status.state not in states:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            return self.status()
+
+    # ---- requests ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        *,
+        messages: list[dict[str, Any]] | None = None,
+        prompt: str | None = None,
+        max_tokens: int | None = None,
+        stop: tuple[str, ...] = (),
+        sampling: SamplingParams | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> RequestStream:
+        """Queue a generation; iterate the returned stream on the calling loop.
+
+        Raises:
+            EngineUnavailable: no model is ready (the message says why and for how long).
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._check_ready()
+            request_id = next(self._ids)
+            stream = RequestStream(self, request_id, loop)
+            self._streams[request_id] = stream
+        request = GenerationRequest(
+            request_id=request_id,
+            messages=messages,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            stop=stop,
+            sampling=sampling or SamplingParams(),
+            chat_template_kwargs=chat_template_kwargs or {},
+        )
+        try:
+            self._send(Submit(request))
+        except OSError as exc:
+            self._forget(request_id)
+            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        return stream
+
+    def cancel(self, request_id: int) -> None:
+        with self._lock:
+            if request_id not in self._streams:
+                return
+        # If the worker is gone, its death handler ends the stream.
+        with contextlib.suppress(OSError):
+            self._send(Cancel(request_id))
+
+    def _check_ready(self) -> None:
+        state = self._status.state
+        if state == READY:
+            return
+        if state in (LOADING, STARTING, RESTARTING):
+            model = self._status.model.id if self._status.model else "the model"
+            raise EngineUnavailable(f"{model} is {state}; retry shortly", state, 2)
+        if state == ERROR:
+            raise EngineUnavailable(f"the engine failed: {self._status.message}", state, None)
+        raise EngineUnavailable("no model is loaded", state, None)
+
+    def _forget(self, request_id: int) -> None:
+        with self._lock:
+            self._streams.pop(request_id, None)
+
+    def _send(self, command: Command) -> None:
+        with self._send_lock:
+            conn = self._conn
+            if conn is None:
+                raise OSError("the engine is not running")
+            conn.send(command)
+
+    # ---- reader thread -----------------------------------------------------------------
+
+    def _read_loop(self, process: Any, conn: Connection) -> None:
+        while True:
+            try:
+                events: list[Event] = conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception:  # a corrupt message must not kill supervision
+                logger.exception("bad message from engine worker")
+                continue
+            self._dispatch(events)
+        self._on_worker_exit(process)
+
+    def _dispatch(self, events: list[Event]) -> None:
+        per_stream: dict[int, list[Event]] = {}
+        for event in events:
+            rid = getattr(event, "request_id", None)
+            if rid is None:
+                self._on_engine_event(event)
+                continue
+            per_stream.setdefault(rid, []).append(event)
+        with self._lock:
+            for rid, items in per_stream.items():
+                stream = self._streams.get(rid)
+                if stream is None:
+                    continue
+                for item in items:
+                    if isinstance(item, RequestAccepted):
+                        stream.prompt_tokens = item.prompt_tokens
+                    elif isinstance(item, RequestRejected):
+                        self._streams.pop(rid, None)
+                    elif isinstance(item, Finished):
+                        self._streams.pop(rid, None)
+                        self._count(item)
+                stream._deliver(items)
+
+    def _count(self, finished: Finished) -> None:
+        field = {"cancelled": "cancelled", "error": "failed"}.get(
+            finished.finish_reason, "completed"
+        )
+        self._status = replace(self._status, **{field: getattr(self._status, field) + 1})
+        if finished.finish_reason == "cancelled":
+            logger.info("request %d cancelled", finished.request_id)
+
+    def _on_engine_event(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, WorkerStarted):
+                state = self._status.state
+                new_state = state if state in (LOADING,) else IDLE
+                self._set(worker_pid=event.pid, state=new_state)
+                if self._wanted is not None and state == RESTARTING:
+                    self._set(state=LOADING, message=f"reloading {self._wanted.spec.id}")
+                    self._send(self._wanted)
+            elif isinstance(event, LoadProgress):
+                self._set(message=event.message)
+            elif isinstance(event, ModelLoaded):
+                self._set(
+                    state=READY,
+                    model=event.spec,
+                    device=event.device,
+                    message=None,
+                    backend=event.backend,
+                    context_length=event.context_length,
+                    load_seconds=round(event.load_seconds, 2),
+                )
+            elif isinstance(event, ModelLoadFailed):
+                self._wanted = None
+                self._set(
+                    state=ERROR,
+                    message=f"could not load {event.spec.id}: {event.message}",
+                    backend=None,
+                )
+            elif isinstance(event, ModelUnloaded):
+                self._set(
+                    state=IDLE,
+                    model=None,
+                    device=None,
+                    backend=None,
+                    context_length=None,
+                    message=None,
+                )
+
+    def _on_worker_exit(self, process: Any) -> None:
+        process.join(5)
+        code = process.exitcode
+        with self._lock:
+            if self._closing or process is not self._process:
+                return
+            logger.error("engine worker %s exited unexpectedly (exit code %s)", process.pid, code)
+            self._fail_all(
+                f"the engine worker stopped unexpectedly (exit code {code}); "
+                "the request was lost and the engine is restarting"
+            )
+            self._crashes.append(time.monotonic())
+            recent = [t for t in self._crashes if time.monotonic() - t < 60]
+            if len(recent) >= MAX_CONSECUTIVE_CRASHES:
+                self._process = self._conn = None
+                self._set(
+                    state=ERROR,
+                    worker_pid=None,
+                    message=f"the engine crashed {len(recent)} times in a minute; "
+                    "pick another model or device",
+                )
+                return
+            self._status = replace(self._status, restarts=self._status.restarts + 1)
+            self._set(state=RESTARTING, worker_pid=None, message=f"engine exited ({code})")
+            self._spawn()
+
+    def _fail_all(self, message: str) -> None:
+        streams, self._streams = self._streams, {}
+        for rid, stream in streams.items():
+            event: Event
+            if stream.prompt_tokens is None:
+                event = RequestRejected(rid, "engine_restarting", message)
+            else:
+                event = Finished(rid, "error", stream.prompt_tokens, 0, None, None, error=message)
+                self._status = replace(self._status, failed=self._status.failed + 1)
+            stream._deliver([event])
+
+    def _set(self, **changes: Any) -> None:
+        """Update the status and notify listeners (caller holds the lock)."""
+        self._status = replace(self._status, **changes)
+        self._changed.notify_all()
+        snapshot = replace(self._status, active_requests=len(self._streams))
+        for listener in list(self._listeners):
+            try:
+                listener(snapshot)
+            except Exception:
+                logger.exception("engine status listener failed")

@@ -1,0 +1,44 @@
+"""Logging set-up: a rotating file in the log folder, plus stderr when there is one.
+
+A windowed (frozen) build has no stdout/stderr, so the file is the record that always exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+LOG_FILE_NAME = "sidelight.log"
+_FORMAT = "%(asctime)s %(levelname)-7s %(processName)s %(name)s: %(message)s"
+
+
+def setup_logging(log_dir: Path, level: str = "INFO", *, console: bool = True) -> Path:
+    """Route the root logger to ``log_dir/sidelight.log`` (rotating) and to stderr.
+
+    Returns:
+        The log file path.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / LOG_FILE_NAME
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    for handler in list(root.handlers):
+        if getattr(handler, "_sidelight", False):
+            root.removeHandler(handler)
+            handler.close()
+    file_handler = logging.handlers.RotatingFileHandler(
+        log_file, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8"
+    )
+    file_handler.setFormatter(logging.Formatter(_FORMAT))
+    file_handler._sidelight = True  # type: ignore[attr-defined]
+    root.addHandler(file_handler)
+    if console and sys.stderr is not None:
+        stream = logging.StreamHandler(sys.stderr)
+        stream.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S")
+        )
+        stream._sidelight = True  # type: ignore[attr-defined]
+        root.addHandler(stream)
+    return log_file

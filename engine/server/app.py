@@ -1,0 +1,76 @@
+"""``create_app``: the HTTP application, built from explicit dependencies (no globals).
+
+Middleware order, outermost first: body limit, Host check, CORS, API key. CORS sits outside
+the key check so a browser's preflight gets its answer, and a refused origin never gets an
+``Access-Control-Allow-Origin`` grant.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from engine.client import READY, EngineClient
+from engine.server.auth import ApiKeyMiddleware
+from engine.server.body_limit import BodyLimitMiddleware
+from engine.server.errors import (
+    APIError,
+    handle_api_error,
+    handle_http_exception,
+    handle_unexpected,
+)
+from engine.server.host_check import HostCheckMiddleware
+from engine.server.openai.routes import openai_routes
+from engine.server.openai.serving import OpenAIServing
+from engine.settings import Settings, is_loopback_host
+
+
+def create_app(settings: Settings, engine: EngineClient) -> Starlette:
+    """Build the Starlette app serving ``/v1``, ``/health`` over ``engine``."""
+    serving = OpenAIServing(engine)
+
+    async def health(request: Request) -> Response:
+        status = engine.status()
+        body = status.to_dict()
+        if status.state == READY:
+            return JSONResponse(body)
+        headers = (
+            {"Retry-After": "2"} if status.state in ("loading", "restarting", "starting") else {}
+        )
+        return JSONResponse(body, status_code=503, headers=headers)
+
+    routes = [Route("/health", health, methods=["GET"]), *openai_routes(serving)]
+
+    allowed_hosts = set(settings.allowed_hosts)
+    if not is_loopback_host(settings.host) and settings.host not in ("0.0.0.0", "::"):
+        allowed_hosts.add(settings.host)
+    middleware = [
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(HostCheckMiddleware, allowed_hosts=frozenset(allowed_hosts)),
+        Middleware(
+            CORSMiddleware,
+            allow_origin_regex="^(" + "|".join(settings.allowed_origins) + ")$",
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["authorization", "content-type", "x-api-key"],
+            max_age=600,
+        ),
+    ]
+    if settings.api_key:
+        middleware.append(Middleware(ApiKeyMiddleware, api_key=settings.api_key))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            APIError: handle_api_error,
+            HTTPException: handle_http_exception,
+            Exception: handle_unexpected,
+        },
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    return app

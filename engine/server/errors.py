@@ -1,0 +1,100 @@
+"""One error shape for every failure: ``{"error": {"message", "type", "param", "code"}}``.
+
+Routes raise :class:`APIError`; the app's exception handlers turn it (and anything
+unexpected) into that body. No traceback ever leaves the server: unexpected errors are
+logged in full and answered with a short message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+logger = logging.getLogger(__name__)
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    501: "not_implemented_error",
+    503: "service_unavailable_error",
+}
+
+
+class APIError(Exception):
+    """An error the client should see, with its HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, self.message, param=self.param, code=self.code)
+
+
+def error_body(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": _TYPES.get(status, "invalid_request_error" if status < 500 else "server_error"),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(status, message, param=param, code=code), status_code=status, headers=headers
+    )
+
+
+async def handle_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def handle_http_exception(request: Request, exc: Exception) -> Response:
+    status = int(getattr(exc, "status_code", 500))
+    detail = str(getattr(exc, "detail", "")) or "error"
+    if status == 404:
+        detail = f"no route for {request.method} {request.url.path}"
+    elif status == 405:
+        detail = f"method {request.method} is not allowed on {request.url.path}"
+    return error_response(status, detail, headers=getattr(exc, "headers", None))
+
+
+async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(
+        500, "internal server error; see the Sidelight log for details", code="internal_error"
+    )

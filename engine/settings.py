@@ -1,0 +1,244 @@
+"""Every setting Sidelight reads, in one place.
+
+Values come, in order of precedence, from the environment (``SIDELIGHT_*``), then the
+JSON config file in the config folder, then defaults. Paths come from platformdirs so a
+Windows, macOS and Linux user each get the usual locations; ``SIDELIGHT_HOME`` moves all
+of them under one folder for tests and portable installs.
+
+Nothing else in the code base reads ``os.environ`` for Sidelight's own configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+logger = logging.getLogger(__name__)
+
+APP_NAME = "Sidelight"
+
+# Ollama 11434, LM Studio 1234, Jan 1337, llama.cpp 8080 and OVMS 8000/9000 stay free.
+DEFAULT_PORT = 11680
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+# Localhost pages and the VS Code family's webviews may call us from a browser context.
+DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = (
+    r"https?://localhost(:\d+)?",
+    r"https?://127\.0\.0\.1(:\d+)?",
+    r"https?://\[::1\](:\d+)?",
+    r"vscode-webview://[a-z0-9-]+",
+    r"vscode-file://vscode-app",
+)
+
+
+class SettingsError(ValueError):
+    """A setting has a value Sidelight cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Folders Sidelight writes to. Created on demand by :meth:`ensure`."""
+
+    config_dir: Path
+    models_dir: Path
+    cache_dir: Path
+    log_dir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_dir / "config.json"
+
+    @property
+    def compile_cache_dir(self) -> Path:
+        """OpenVINO's compiled-blob cache: makes the second GPU/NPU load fast."""
+        return self.cache_dir / "compiled"
+
+    def ensure(self) -> None:
+        for folder in (self.config_dir, self.models_dir, self.cache_dir, self.log_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass(frozen=True)
+class CpuSettings:
+    """CPU plugin properties. ``None`` leaves OpenVINO's choice.
+
+    Pinning defaults to off: on small and shared machines (VMs, 2 cores) it made decoding
+    several times slower, and on laptops with hybrid cores the OS schedules better.
+    """
+
+    pinning: bool | None = False
+    threads: int | None = None
+
+    def properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        if self.pinning is not None:
+            props["ENABLE_CPU_PINNING"] = self.pinning
+        if self.threads is not None:
+            props["INFERENCE_NUM_THREADS"] = self.threads
+        return props
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sidelight's configuration, immutable once read. Use :func:`load_settings`."""
+
+    paths: Paths
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    api_key: str | None = None
+    allowed_origins: tuple[str, ...] = DEFAULT_ALLOWED_ORIGINS
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    device: str = "CPU"
+    cpu: CpuSettings = field(default_factory=CpuSettings)
+    kv_cache_gb: float = 1.0
+    log_level: str = "INFO"
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """Return a copy with command-line overrides applied (``None`` values ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+    def validate(self) -> None:
+        """Refuse configurations that would be unsafe or cannot work."""
+        if not 0 < self.port < 65536:
+            raise SettingsError(f"port must be between 1 and 65535, got {self.port}")
+        if not self.is_loopback and not self.api_key:
+            raise SettingsError(
+                f"binding to {self.host} exposes the server beyond this machine; "
+                "set an API key (--api-key or SIDELIGHT_API_KEY) to do that"
+            )
+        if self.max_body_bytes < 1024:
+            raise SettingsError("max_body_bytes must be at least 1024")
+        if self.kv_cache_gb <= 0:
+            raise SettingsError("kv_cache_gb must be positive")
+
+
+def is_loopback_host(host: str) -> bool:
+    return host in {"127.0.0.1", "localhost", "::1", "[::1]"} or host.startswith("127.")
+
+
+def default_paths(env: Mapping[str, str]) -> Paths:
+    home = env.get("SIDELIGHT_HOME")
+    if home:
+        root = Path(home).expanduser()
+        base = Paths(root / "config", root / "models", root / "cache", root / "logs")
+    else:
+        base = Paths(
+            config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
+            models_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "models",
+            cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
+            log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
+        )
+    return Paths(
+        config_dir=_path(env, "SIDELIGHT_CONFIG_DIR", base.config_dir),
+        models_dir=_path(env, "SIDELIGHT_MODELS_DIR", base.models_dir),
+        cache_dir=_path(env, "SIDELIGHT_CACHE_DIR", base.cache_dir),
+        log_dir=_path(env, "SIDELIGHT_LOG_DIR", base.log_dir),
+    )
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from the environment and the config file.
+
+    Raises:
+        SettingsError: a value cannot be parsed; the message names the variable or key.
+    """
+    env = os.environ if env is None else env
+    paths = default_paths(env)
+    file_values = _read_config_file(paths.config_file)
+
+    def pick(name: str, key: str) -> Any:
+        return env.get(name) if name in env else file_values.get(key)
+
+    settings = Settings(paths=paths)
+    origins = pick("SIDELIGHT_ALLOWED_ORIGINS", "allowed_origins")
+    hosts = pick("SIDELIGHT_ALLOWED_HOSTS", "allowed_hosts")
+    return settings.with_overrides(
+        host=_str(pick("SIDELIGHT_HOST", "host")),
+        port=_int(pick("SIDELIGHT_PORT", "port"), "port"),
+        api_key=_str(pick("SIDELIGHT_API_KEY", "api_key")) or None,
+        allowed_origins=(
+            settings.allowed_origins + _list(origins) if origins is not None else None
+        ),
+        allowed_hosts=_list(hosts) if hosts is not None else None,
+        max_body_bytes=_int(pick("SIDELIGHT_MAX_BODY_BYTES", "max_body_bytes"), "max_body_bytes"),
+        device=_str(pick("SIDELIGHT_DEVICE", "device")),
+        kv_cache_gb=_float(pick("SIDELIGHT_KV_CACHE_GB", "kv_cache_gb"), "kv_cache_gb"),
+        log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
+        cpu=CpuSettings(
+            pinning=_bool(pick("SIDELIGHT_CPU_PINNING", "cpu_pinning"), "cpu_pinning", False),
+            threads=_int(pick("SIDELIGHT_CPU_THREADS", "cpu_threads"), "cpu_threads"),
+        ),
+    )
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"config file {path} must hold a JSON object")
+    return data
+
+
+def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
+    value = env.get(name)
+    return Path(value).expanduser() if value else default
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any, key: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{key} must be an integer, got {value!r}") from exc
+
+
+def _float(value: Any, key: str) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{key} must be a number, got {value!r}") from exc
+
+
+def _bool(value: Any, key: str, default: bool | None) -> bool | None:
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    if text in {"auto", "default"}:
+        return None
+    raise SettingsError(f"{key} must be true, false or auto, got {value!r}")
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return tuple(part.strip() for part in str(value).split(",") if part.strip())

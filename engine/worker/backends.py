@@ -1,0 +1,307 @@
+"""The two ways the worker drives OpenVINO GenAI.
+
+``BatchedBackend`` (CPU, GPU): one ``ContinuousBatchingPipeline`` with prefix caching; every
+loop iteration adds new requests, runs one ``step()`` and reads each handle, so concurrent
+requests share each forward pass. ``step()`` holds the GIL, which is why this code lives in
+its own process.
+
+``SerialBackend`` (NPU, or when asked): ``LLMPipeline`` with static shapes serves one request
+at a time; others wait in a queue. The streamer callback polls for commands so a cancel
+still lands within one token.
+
+Threading: both are used only from the worker's single loop thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.worker.messages import (
+    Event,
+    Finished,
+    GenerationRequest,
+    RequestAccepted,
+    RequestRejected,
+    TextDelta,
+)
+from engine.worker.prepare import PreparedRequest, RequestError, prepare
+from engine.worker.textstream import IncrementalDetokenizer
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[list[Event]], None]
+
+
+@dataclass
+class _Active:
+    """Book-keeping for one running request."""
+
+    request_id: int
+    prompt_tokens: int
+    detok: IncrementalDetokenizer
+    handle: Any = None
+    submitted: float = field(default_factory=time.perf_counter)
+    first_token: float | None = None
+    last_token: float | None = None
+    completion_tokens: int = 0
+
+    def on_tokens(self, count: int) -> None:
+        now = time.perf_counter()
+        if self.first_token is None:
+            self.first_token = now
+        self.last_token = now
+        self.completion_tokens += count
+
+    def finished(self, reason: str, text: str = "", error: str | None = None) -> Finished:
+        ttft = self.first_token - self.submitted if self.first_token else None
+        decode = (
+            self.last_token - self.first_token
+            if self.first_token is not None and self.last_token is not None
+            else None
+        )
+        return Finished(
+            request_id=self.request_id,
+            finish_reason=reason,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            ttft_seconds=ttft,
+            decode_seconds=decode,
+            text=text,
+            error=error,
+        )
+
+
+class Backend:
+    """Common request intake: templating, tokenization, context checks."""
+
+    name = "base"
+
+    def __init__(self, tokenizer: Any, base_config: Any, context_length: int | None) -> None:
+        self.tokenizer = tokenizer
+        self.base_config = base_config
+        self.context_length = context_length
+
+    def _prepare(self, request: GenerationRequest) -> tuple[PreparedRequest | None, list[Event]]:
+        try:
+            prepared = prepare(request, self.tokenizer, self.base_config, self.context_length)
+        except RequestError as exc:
+            return None, [RequestRejected(request.request_id, exc.code, str(exc), exc.param)]
+        accepted = RequestAccepted(
+            request.request_id, len(prepared.prompt_ids), prepared.max_tokens
+        )
+        return prepared, [accepted]
+
+    def submit(self, request: GenerationRequest) -> list[Event]:
+        raise NotImplementedError
+
+    def cancel(self, request_id: int) -> list[Event]:
+        raise NotImplementedError
+
+    def has_work(self) -> bool:
+        raise NotImplementedError
+
+    def step(self, emit: Emit, poll: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> list[Event]:
+        """Drop every request (model unloaded); returns their Finished events."""
+        raise NotImplementedError
+
+
+def _tensor(ids: list[int]) -> Any:
+    import numpy as np
+    import openvino as ov
+
+    return ov.Tensor(np.array([ids], dtype=np.int64))
+
+
+class BatchedBackend(Backend):
+    name = "batched"
+
+    def __init__(self, pipeline: Any, context_length: int | None) -> None:
+        super().__init__(pipeline.get_tokenizer(), pipeline.get_config(), context_length)
+        self._pipe = pipeline
+        self._active: dict[int, _Active] = {}
+
+    def submit(self, request: GenerationRequest) -> list[Event]:
+        prepared, events = self._prepare(request)
+        if prepared is None:
+            return events
+        state = _Active(
+            request.request_id,
+            len(prepared.prompt_ids),
+            IncrementalDetokenizer(self.tokenizer, request.stop),
+        )
+        try:
+            state.handle = self._pipe.add_request(
+                request.request_id, _tensor(prepared.prompt_ids), prepared.config
+            )
+        except Exception as exc:
+            logger.exception("add_request failed")
+            return [RequestRejected(request.request_id, "internal", f"engine error: {exc}")]
+        self._active[request.request_id] = state
+        return events
+
+    def cancel(self, request_id: int) -> list[Event]:
+        state = self._active.pop(request_id, None)
+        if state is None:
+            return []
+        state.handle.cancel()
+        return [state.finished("cancelled")]
+
+    def has_work(self) -> bool:
+        return bool(self._active)
+
+    def step(self, emit: Emit, poll: Callable[[], None]) -> None:
+        import openvino_genai as ov_genai
+
+        try:
+            self._pipe.step()
+        except Exception as exc:
+            logger.exception("pipeline step failed")
+            emit([s.finished("error", error=f"engine error: {exc}") for s in self._active.values()])
+            self._active.clear()
+            return
+        events: list[Event] = []
+        for rid, state in list(self._active.items()):
+            reason = self._read(state, events)
+            status = state.handle.get_status()
+            if status == ov_genai.GenerationStatus.RUNNING and reason is None:
+                continue
+            if status == ov_genai.GenerationStatus.IGNORED:
+                events.append(
+                    state.finished(
+                        "error", error="the request did not fit in the KV cache; raise kv_cache_gb"
+                    )
+                )
+            else:
+                if reason is None:
+                    reason = "stop"
+                events.append(state.finished(reason, text=state.detok.finish()))
+            if state.detok.stop.matched and status == ov_genai.GenerationStatus.RUNNING:
+                state.handle.stop()
+            del self._active[rid]
+        if events:
+            emit(events)
+
+    def _read(self, state: _Active, events: list[Event]) -> str | None:
+        """Read new tokens; return a finish reason once the request has ended."""
+        reason = None
+        while state.handle.can_read():
+            outputs = state.handle.read()
+            for output in outputs.values():
+                ids = list(output.generated_ids)
+                if ids:
+                    state.on_tokens(len(ids))
+                    text = state.detok.push(ids)
+                    if text:
+                        events.append(TextDelta(state.request_id, text, len(ids)))
+                reason = _finish_reason(output.finish_reason) or reason
+            if state.detok.stop.matched:
+                return "stop"
+        return reason
+
+    def close(self) -> list[Event]:
+        events: list[Event] = [self.cancel(rid)[0] for rid in list(self._active)]
+        self._pipe = None
+        return events
+
+
+def _finish_reason(value: Any) -> str | None:
+    import openvino_genai as ov_genai
+
+    if value == ov_genai.GenerationFinishReason.LENGTH:
+        return "length"
+    if value == ov_genai.GenerationFinishReason.STOP:
+        return "stop"
+    return None
+
+
+class SerialBackend(Backend):
+    """One request at a time through ``LLMPipeline`` (NPU's static-shape pipeline)."""
+
+    name = "serial"
+
+    def __init__(self, pipeline: Any, context_length: int | None) -> None:
+        super().__init__(pipeline.get_tokenizer(), pipeline.get_generation_config(), context_length)
+        self._pipe = pipeline
+        self._queue: collections.deque[tuple[_Active, PreparedRequest]] = collections.deque()
+        self._cancelled: set[int] = set()
+        self._running: _Active | None = None
+
+    def submit(self, request: GenerationRequest) -> list[Event]:
+        prepared, events = self._prepare(request)
+        if prepared is not None:
+            state = _Active(
+                request.request_id,
+                len(prepared.prompt_ids),
+                IncrementalDetokenizer(self.tokenizer, request.stop),
+            )
+            self._queue.append((state, prepared))
+        return events
+
+    def cancel(self, request_id: int) -> list[Event]:
+        if self._running is not None and self._running.request_id == request_id:
+            self._cancelled.add(request_id)  # the streamer stops it at the next token
+            return []
+        for item in list(self._queue):
+            if item[0].request_id == request_id:
+                self._queue.remove(item)
+                return [item[0].finished("cancelled")]
+        return []
+
+    def has_work(self) -> bool:
+        return bool(self._queue)
+
+    def step(self, emit: Emit, poll: Callable[[], None]) -> None:
+        import openvino_genai as ov_genai
+
+        state, prepared = self._queue.popleft()
+        self._running = state
+        backend = self
+
+        class _Streamer(ov_genai.StreamerBase):  # type: ignore[misc]
+            def write(self, token: Any) -> Any:
+                ids = [int(t) for t in token] if isinstance(token, list | tuple) else [int(token)]
+                state.on_tokens(len(ids))
+                text = state.detok.push(ids)
+                if text:
+                    emit([TextDelta(state.request_id, text, len(ids))])
+                poll()  # lets a Cancel (or new Submits) arrive mid-generation
+                if state.request_id in backend._cancelled:
+                    return ov_genai.StreamingStatus.CANCEL
+                if state.detok.stop.matched:
+                    return ov_genai.StreamingStatus.STOP
+                return ov_genai.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        try:
+            result = self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
+        except Exception as exc:
+            logger.exception("generate failed")
+            emit([state.finished("error", error=f"engine error: {exc}")])
+            return
+        finally:
+            self._running = None
+        if state.request_id in self._cancelled:
+            self._cancelled.discard(state.request_id)
+            emit([state.finished("cancelled")])
+            return
+        reason = "stop"
+        if not state.detok.stop.matched and state.completion_tokens >= prepared.max_tokens:
+            reason = "length"
+        del result
+        emit([state.finished(reason, text=state.detok.finish())])
+
+    def close(self) -> list[Event]:
+        events: list[Event] = [item[0].finished("cancelled") for item in self._queue]
+        self._queue.clear()
+        self._pipe = None
+        return events

@@ -1,0 +1,164 @@
+"""Messages between the server process and the engine worker process.
+
+Both sides pickle these over one ``multiprocessing`` pipe: commands go down, lists of events
+come back (one list per engine step, so a step with four active streams costs one send).
+Everything here is plain data so a crash on either side never leaves shared state behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.models import ModelSpec
+
+# ---- what a request asks for -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling controls; ``None`` means the model's own generation_config default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation: either chat ``messages`` (templated in the worker) or a raw ``prompt``."""
+
+    request_id: int
+    messages: list[dict[str, Any]] | None = None
+    prompt: str | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- commands: server -> worker ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    spec: ModelSpec
+    device: str
+    properties: dict[str, Any]
+    kv_cache_gb: float
+    compile_cache_dir: str | None = None
+    backend: str = "auto"  # "auto", "batched" (continuous batching) or "serial" (LLMPipeline)
+
+
+@dataclass(frozen=True)
+class UnloadModel:
+    pass
+
+
+@dataclass(frozen=True)
+class Submit:
+    request: GenerationRequest
+
+
+@dataclass(frozen=True)
+class Cancel:
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown
+
+# ---- events: worker -> server ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerStarted:
+    pid: int
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    stage: str  # "reading", "compiling"
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelLoaded:
+    spec: ModelSpec
+    device: str
+    backend: str
+    load_seconds: float
+    context_length: int | None
+
+
+@dataclass(frozen=True)
+class ModelLoadFailed:
+    spec: ModelSpec
+    device: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelUnloaded:
+    pass
+
+
+@dataclass(frozen=True)
+class RequestAccepted:
+    request_id: int
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class RequestRejected:
+    """The request cannot run; ``code`` maps to an HTTP status in the server."""
+
+    request_id: int
+    code: str  # "context_length_exceeded", "invalid_request", "no_model", "internal"
+    message: str
+    param: str | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    request_id: int
+    text: str
+    tokens: int  # tokens generated since the previous delta
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of an accepted request."""
+
+    request_id: int
+    finish_reason: str  # "stop", "length", "cancelled", "error"
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_seconds: float | None
+    decode_seconds: float | None
+    text: str = ""  # any text held back until the end (a partial stop string, a flush)
+    error: str | None = None
+
+
+Event = (
+    WorkerStarted
+    | LoadProgress
+    | ModelLoaded
+    | ModelLoadFailed
+    | ModelUnloaded
+    | RequestAccepted
+    | RequestRejected
+    | TextDelta
+    | Finished
+)

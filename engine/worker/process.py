@@ -1,0 +1,153 @@
+"""The engine worker process: owns the OpenVINO pipeline and runs the generation loop.
+
+Started by :class:`engine.client.EngineClient` with the ``spawn`` method. One thread does
+everything: read commands from the pipe, run one engine step, send that step's events. A
+crash or an out-of-memory kill here ends only this process; the client restarts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from engine.worker.backends import Backend, BatchedBackend, SerialBackend
+from engine.worker.messages import (
+    Cancel,
+    Command,
+    Event,
+    LoadModel,
+    LoadProgress,
+    ModelLoaded,
+    ModelLoadFailed,
+    ModelUnloaded,
+    RequestRejected,
+    Shutdown,
+    Submit,
+    UnloadModel,
+    WorkerStarted,
+)
+
+logger = logging.getLogger(__name__)
+
+IDLE_POLL_SECONDS = 0.5
+
+
+def worker_main(conn: Connection, log_dir: str | None, log_level: str) -> None:
+    """Process entry point (must stay importable without side effects for ``spawn``)."""
+    if log_dir:
+        from engine.logs import setup_logging
+
+        setup_logging(Path(log_dir), log_level, console=True)
+    worker = Worker(conn)
+    try:
+        worker.run()
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the server went away; nothing left to serve
+    finally:
+        logger.info("engine worker %d exiting", os.getpid())
+
+
+class Worker:
+    """The command/step loop. Not thread-safe: one thread only."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._backend: Backend | None = None
+        self._stopping = False
+
+    def run(self) -> None:
+        self._send([WorkerStarted(os.getpid())])
+        while not self._stopping:
+            busy = self._backend is not None and self._backend.has_work()
+            self._poll(0.0 if busy else IDLE_POLL_SECONDS)
+            if self._backend is not None and self._backend.has_work() and not self._stopping:
+                self._backend.step(self._send, lambda: self._poll(0.0))
+        if self._backend is not None:
+            self._backend.close()
+
+    def _send(self, events: list[Event]) -> None:
+        self._conn.send(events)
+
+    def _poll(self, timeout: float) -> None:
+        """Handle every command waiting on the pipe (waiting up to ``timeout`` for the first)."""
+        while self._conn.poll(timeout):
+            timeout = 0.0
+            self._handle(self._conn.recv())
+
+    def _handle(self, command: Command) -> None:
+        if isinstance(command, Submit):
+            if self._backend is None:
+                rid = command.request.request_id
+                self._send([RequestRejected(rid, "no_model", "no model is loaded")])
+            else:
+                self._send(self._backend.submit(command.request))
+        elif isinstance(command, Cancel):
+            if self._backend is not None:
+                events = self._backend.cancel(command.request_id)
+                if events:
+                    self._send(events)
+        elif isinstance(command, LoadModel):
+            self._load(command)
+        elif isinstance(command, UnloadModel):
+            self._unload()
+            self._send([ModelUnloaded()])
+        elif isinstance(command, Shutdown):
+            self._stopping = True
+
+    def _unload(self) -> None:
+        if self._backend is not None:
+            events = self._backend.close()
+            if events:
+                self._send(events)
+            self._backend = None
+
+    def _load(self, command: LoadModel) -> None:
+        self._unload()
+        spec = command.spec
+        started = time.perf_counter()
+        self._send([LoadProgress("compiling", f"loading {spec.id} on {command.device}")])
+        try:
+            backend = _build_backend(command)
+        except Exception as exc:
+            logger.exception("loading %s failed", spec.id)
+            self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
+            return
+        self._backend = backend
+        seconds = time.perf_counter() - started
+        logger.info("loaded %s on %s (%s) in %.1fs", spec.id, command.device, backend.name, seconds)
+        self._send(
+            [ModelLoaded(spec, command.device, backend.name, seconds, backend.context_length)]
+        )
+
+
+def _build_backend(command: LoadModel) -> Backend:
+    import openvino_genai as ov_genai
+
+    spec = command.spec
+    properties: dict[str, Any] = dict(command.properties)
+    if command.compile_cache_dir and not command.device.startswith("CPU"):
+        properties.setdefault("CACHE_DIR", command.compile_cache_dir)
+    backend = command.backend
+    if backend == "auto":
+        backend = "serial" if command.device.startswith("NPU") else "batched"
+    if backend == "serial":
+        pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
+        return SerialBackend(pipe, spec.context_length)
+    scheduler = ov_genai.SchedulerConfig()
+    scheduler.enable_prefix_caching = True
+    scheduler.cache_size = max(1, round(command.kv_cache_gb))
+    scheduler.dynamic_split_fuse = True
+    pipe = ov_genai.ContinuousBatchingPipeline(
+        str(spec.path), scheduler, command.device, properties
+    )
+    return BatchedBackend(pipe, spec.context_length)
+
+
+def _load_error(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    first = next((line for line in text if line.strip()), type(exc).__name__)
+    return first[:500]

@@ -1,0 +1,87 @@
+"""Per-request text assembly: incremental detokenization and stop strings.
+
+Runs in the engine worker. GenAI's ``TextStreamer`` holds back bytes until they form whole
+UTF-8 characters, so no client ever sees half of a multi-byte character. On top of that we
+hold back text that might be the start of a stop string, so a stop string never reaches a
+client even when it spans several tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StopMatcher:
+    """Finds stop strings in streamed text and holds back possible partial matches."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self._stops = tuple(s for s in stops if s)
+        self._held = ""
+        self.matched = False
+
+    def feed(self, text: str) -> str:
+        """Add ``text``; return what can be released now (stops at a full match)."""
+        if not self._stops:
+            return text
+        buffer = self._held + text
+        cut = min((i for i in (buffer.find(s) for s in self._stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self._held = ""
+            self.matched = True
+            return buffer[:cut]
+        keep = self._longest_partial(buffer)
+        self._held = buffer[len(buffer) - keep :] if keep else ""
+        return buffer[: len(buffer) - keep]
+
+    def flush(self) -> str:
+        """Release what was held back (generation ended without a match)."""
+        held, self._held = self._held, ""
+        return held
+
+    def _longest_partial(self, buffer: str) -> int:
+        best = 0
+        for stop in self._stops:
+            for size in range(min(len(stop) - 1, len(buffer)), best, -1):
+                if buffer.endswith(stop[:size]):
+                    best = size
+                    break
+        return best
+
+
+class IncrementalDetokenizer:
+    """Turns token ids into text pieces that are always whole characters.
+
+    Not thread-safe; one per request, used only on the worker's loop.
+    """
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...] = ()) -> None:
+        import openvino_genai as ov_genai
+
+        self._pieces: list[str] = []
+        self._streamer = ov_genai.TextStreamer(tokenizer, self._collect)
+        self._running = ov_genai.StreamingStatus.RUNNING
+        self.stop = StopMatcher(stops)
+
+    def _collect(self, text: str) -> Any:
+        self._pieces.append(text)
+        return self._running
+
+    def push(self, token_ids: list[int]) -> str:
+        """Decode new tokens; return the text that is safe to send now."""
+        if self.stop.matched:
+            return ""
+        self._streamer.write(token_ids)
+        return self._drain()
+
+    def finish(self) -> str:
+        """Flush the streamer and any held-back text at the end of generation."""
+        if self.stop.matched:
+            return ""
+        self._streamer.end()
+        text = self._drain()
+        return text + ("" if self.stop.matched else self.stop.flush())
+
+    def _drain(self) -> str:
+        text = "".join(self._pieces)
+        self._pieces.clear()
+        return self.stop.feed(text) if text else ""

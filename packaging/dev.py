@@ -1,0 +1,83 @@
+"""Set up a development environment and run Sidelight or its tests: the README's two commands.
+
+    python3 packaging/dev.py run [ARGS...]   # create .venv if needed, then start Sidelight
+    python3 packaging/dev.py test [PYTEST ARGS...]   # ruff, mypy, then the test suite
+
+Only the standard library is used here, so it works on a fresh machine with Python 3.10+.
+The virtual environment lives in ``.venv`` next to this repository and is refreshed whenever
+``pyproject.toml`` changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".sidelight-installed"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _python() -> Path:
+    return BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"[dev] {message}\n")
+    sys.stderr.flush()
+
+
+def _ensure_env(extras: str) -> None:
+    if sys.version_info < (3, 10):  # noqa: UP036 - this script runs before any check
+        sys.exit("Sidelight needs Python 3.10 or newer")
+    if not _python().exists():
+        _say(f"creating virtual environment in {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == digest:
+        return
+    _say(f"installing Sidelight and its dependencies ({extras})")
+    pip = [str(_python()), "-m", "pip", "install", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--quiet", "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "--quiet", "-e", f"{ROOT}[{extras}]"], check=True)
+    STAMP.write_text(digest)
+
+
+def run(args: list[str]) -> int:
+    _ensure_env("dev")
+    return subprocess.call([str(BIN / "sidelight"), *args])
+
+
+def test(args: list[str]) -> int:
+    _ensure_env("dev")
+    steps = [
+        ("ruff", [str(BIN / "ruff"), "check", "."]),
+        ("ruff format", [str(BIN / "ruff"), "format", "--check", "."]),
+        ("mypy", [str(BIN / "mypy")]),
+        ("pytest", [str(_python()), "-m", "pytest", *args]),
+    ]
+    for name, command in steps:
+        _say(f"running {name}")
+        code = subprocess.call(command, cwd=ROOT)
+        if code != 0:
+            _say(f"{name} failed (exit code {code})")
+            return code
+    _say("all checks passed")
+    return 0
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"run", "test"}:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    command, rest = sys.argv[1], sys.argv[2:]
+    return run(rest) if command == "run" else test(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Data files (icons, the demo model, the catalog); read them through engine.resources."""
