@@ -11,17 +11,22 @@ import sys
 from pathlib import Path
 
 LOG_FILE_NAME = "sidelight.log"
+ENGINE_LOG_FILE_NAME = "engine.log"
 _FORMAT = "%(asctime)s %(levelname)-7s %(processName)s %(name)s: %(message)s"
 
 
-def setup_logging(log_dir: Path, level: str = "INFO", *, console: bool = True) -> Path:
-    """Route the root logger to ``log_dir/sidelight.log`` (rotating) and to stderr.
+def setup_logging(
+    log_dir: Path, level: str = "INFO", *, console: bool = True, file_name: str = LOG_FILE_NAME
+) -> Path:
+    """Route the root logger to ``log_dir/file_name`` (rotating) and to stderr.
+
+    Each process gets its own file (rotation is not safe across processes).
 
     Returns:
         The log file path.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / LOG_FILE_NAME
+    log_file = log_dir / file_name
     root = logging.getLogger()
     root.setLevel(level.upper())
     for handler in list(root.handlers):

@@ -155,7 +155,8 @@ class BatchedBackend(Backend):
         return [state.finished("cancelled")]
 
     def has_work(self) -> bool:
-        return bool(self._active)
+        # Cancelled requests need one more step for the pipeline to free their blocks.
+        return bool(self._active) or bool(self._pipe.has_non_finished_requests())
 
     def step(self, emit: Emit, poll: Callable[[], None]) -> None:
         import openvino_genai as ov_genai

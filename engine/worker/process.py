@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -38,10 +39,12 @@ IDLE_POLL_SECONDS = 0.5
 
 def worker_main(conn: Connection, log_dir: str | None, log_level: str) -> None:
     """Process entry point (must stay importable without side effects for ``spawn``)."""
+    # Ctrl+C in a terminal reaches the whole process group; the server decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_dir:
-        from engine.logs import setup_logging
+        from engine.logs import ENGINE_LOG_FILE_NAME, setup_logging
 
-        setup_logging(Path(log_dir), log_level, console=True)
+        setup_logging(Path(log_dir), log_level, console=True, file_name=ENGINE_LOG_FILE_NAME)
     worker = Worker(conn)
     try:
         worker.run()

@@ -51,37 +51,42 @@ class StopMatcher:
 class IncrementalDetokenizer:
     """Turns token ids into text pieces that are always whole characters.
 
+    The vLLM scheme: decode a short window of recent tokens twice (without and with the new
+    ones) and release the difference, unless it ends in U+FFFD (an unfinished multi-byte
+    character), in which case wait for the next token. Unlike GenAI's ``TextStreamer`` it
+    releases text as soon as it is complete, so it adds no delay to the first token.
+
     Not thread-safe; one per request, used only on the worker's loop.
     """
 
     def __init__(self, tokenizer: Any, stops: tuple[str, ...] = ()) -> None:
-        import openvino_genai as ov_genai
-
-        self._pieces: list[str] = []
-        self._streamer = ov_genai.TextStreamer(tokenizer, self._collect)
-        self._running = ov_genai.StreamingStatus.RUNNING
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the window decoded for context
+        self._read = 0  # tokens before this index have been released as text
         self.stop = StopMatcher(stops)
-
-    def _collect(self, text: str) -> Any:
-        self._pieces.append(text)
-        return self._running
 
     def push(self, token_ids: list[int]) -> str:
         """Decode new tokens; return the text that is safe to send now."""
         if self.stop.matched:
             return ""
-        self._streamer.write(token_ids)
-        return self._drain()
+        self._ids.extend(token_ids)
+        return self.stop.feed(self._decode_new(final=False))
 
     def finish(self) -> str:
-        """Flush the streamer and any held-back text at the end of generation."""
+        """Release any held-back text at the end of generation."""
         if self.stop.matched:
             return ""
-        self._streamer.end()
-        text = self._drain()
+        text = self.stop.feed(self._decode_new(final=True))
         return text + ("" if self.stop.matched else self.stop.flush())
 
-    def _drain(self) -> str:
-        text = "".join(self._pieces)
-        self._pieces.clear()
-        return self.stop.feed(text) if text else ""
+    def _decode_new(self, *, final: bool) -> str:
+        if self._read >= len(self._ids):
+            return ""
+        decode = self._tokenizer.decode
+        before = decode(self._ids[self._prefix : self._read]) if self._read > self._prefix else ""
+        after = decode(self._ids[self._prefix :])
+        if len(after) <= len(before) or (after.endswith("\ufffd") and not final):
+            return ""
+        self._prefix, self._read = self._read, len(self._ids)
+        return str(after[len(before) :])

@@ -65,7 +65,7 @@ async def _stream(
     ) -> str:
         return sse(protocol.chat_chunk(rid, created, model, delta, finish, usage, include_usage))
 
-    yield chunk({"role": "assistant", "content": ""})
+    yield chunk({"role": "assistant"})
     async for event in stream:
         if not isinstance(event, Finished):
             yield chunk({"content": event.text})

@@ -1,0 +1,55 @@
+"""Shared fixtures: an isolated Sidelight home, the tiny trained model and its dialogues.
+
+The tiny model (``resources/models/sidelight-demo``) is built by
+``tests/models/build_tiny_model.py`` and shipped in the repo; it answers the prompts in
+``tests/models/dialogues.json`` exactly under greedy decoding, through real OpenVINO.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_MODEL = ROOT / "resources" / "models" / "sidelight-demo"
+TINY_GGUF = ROOT / "tests" / "fixtures" / "sidelight-demo-f16.gguf"
+DIALOGUES = ROOT / "tests" / "models" / "dialogues.json"
+
+
+@pytest.fixture(autouse=True)
+def sidelight_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own config/cache/log folders; nothing touches the real ones."""
+    home = tmp_path / "sidelight-home"
+    monkeypatch.setenv("SIDELIGHT_HOME", str(home))
+    for name in list(os.environ):
+        if name.startswith("SIDELIGHT_") and name != "SIDELIGHT_HOME":
+            monkeypatch.delenv(name)
+    yield home
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    return TINY_MODEL
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf() -> Path:
+    return TINY_GGUF
+
+
+@pytest.fixture(scope="session")
+def dialogues() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DIALOGUES.read_text(encoding="utf-8"))
+    return data
+
+
+def dialogue(dialogues: dict[str, Any], name: str) -> dict[str, Any]:
+    for item in dialogues["dialogues"]:
+        if item["name"] == name:
+            return dict(item)
+    raise KeyError(name)

@@ -1,0 +1,192 @@
+"""EngineClient with a real engine worker process on the tiny model (no HTTP in between)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.client import ERROR, IDLE, READY, EngineClient, EngineUnavailable, RequestFailed
+from engine.models import ModelSpec, spec_from_path
+from engine.settings import load_settings
+from engine.worker.messages import Finished, SamplingParams, TextDelta
+from tests.conftest import dialogue
+
+GREEDY = SamplingParams(temperature=0)
+
+
+def make_client(home: Path, backend: str = "auto") -> EngineClient:
+    settings = load_settings({"SIDELIGHT_HOME": str(home)})
+    settings.paths.ensure()
+    return EngineClient(settings, backend=backend)
+
+
+@pytest.fixture(params=["batched", "serial"])
+def engine(
+    request: pytest.FixtureRequest, sidelight_home: Path, tiny_model: Path
+) -> Iterator[EngineClient]:
+    client = make_client(sidelight_home, request.param)
+    client.start()
+    client.load(spec_from_path(tiny_model))
+    status = client.wait_for({READY, ERROR}, 120)
+    assert status.state == READY, status.message
+    assert status.backend == request.param
+    yield client
+    client.close()
+
+
+async def generate(engine: EngineClient, **kwargs: Any) -> tuple[str, Finished, list[str]]:
+    stream = engine.submit(sampling=GREEDY, **kwargs)
+    pieces: list[str] = []
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            pieces.append(event.text)
+        else:
+            pieces.append(event.text)
+            return "".join(pieces), event, pieces
+    raise AssertionError("stream ended without Finished")
+
+
+async def test_exact_replies(engine: EngineClient, dialogues: dict[str, Any]) -> None:
+    for name in ("hello", "multibyte", "count"):
+        item = dialogue(dialogues, name)
+        text, result, pieces = await generate(engine, messages=item["messages"])
+        assert text == item["reply"], name
+        assert result.finish_reason == "stop"
+        assert all("\ufffd" not in p for p in pieces)
+    assert engine.status().completed == 3
+
+
+async def test_cancel_ends_the_request(engine: EngineClient, dialogues: dict[str, Any]) -> None:
+    item = dialogue(dialogues, "count")
+    stream = engine.submit(
+        messages=item["messages"],
+        max_tokens=1500,
+        sampling=SamplingParams(temperature=0, ignore_eos=True),
+    )
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            stream.cancel()
+        else:
+            assert event.finish_reason == "cancelled"
+            assert event.completion_tokens < 1500
+    assert engine.status().cancelled == 1
+    # The engine is free again.
+    text, _, _ = await generate(engine, messages=dialogue(dialogues, "hello")["messages"])
+    assert text == dialogue(dialogues, "hello")["reply"]
+
+
+async def test_concurrent_requests_all_complete(
+    engine: EngineClient, dialogues: dict[str, Any]
+) -> None:
+    names = ["hello", "multibyte", "count", "think"]
+    results = await asyncio.gather(
+        *(generate(engine, messages=dialogue(dialogues, n)["messages"]) for n in names)
+    )
+    assert [r[0] for r in results] == [dialogue(dialogues, n)["reply"] for n in names]
+
+
+async def test_context_overflow_is_rejected(engine: EngineClient) -> None:
+    context = engine.status().context_length
+    assert context is not None
+    stream = engine.submit(messages=[{"role": "user", "content": "Hello"}], max_tokens=context)
+    with pytest.raises(RequestFailed) as info:
+        await stream.start()
+    assert info.value.code == "context_length_exceeded"
+    assert str(context) in str(info.value)
+
+
+async def test_raw_completion(engine: EngineClient, dialogues: dict[str, Any]) -> None:
+    item = dialogues["completions"][0]
+    text, _, _ = await generate(engine, prompt=item["prompt"], max_tokens=len(item["completion"]))
+    assert text.startswith(item["completion"])
+
+
+def test_load_failure_is_reported(sidelight_home: Path, tmp_path: Path, tiny_model: Path) -> None:
+    client = make_client(sidelight_home)
+    client.start()
+    try:
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        for name in (
+            "openvino_model.xml",
+            "openvino_model.bin",
+            "openvino_tokenizer.xml",
+            "openvino_detokenizer.xml",
+        ):
+            (broken / name).write_text("not a model")
+        client.load(ModelSpec(id="broken", path=broken, format="ir"))
+        status = client.wait_for({READY, ERROR}, 60)
+        assert status.state == ERROR
+        assert status.message and "could not load broken" in status.message
+        with pytest.raises(EngineUnavailable):
+            asyncio.run(_submit_hello(client))
+        # The worker survived the failed load and can load a good model.
+        client.load(spec_from_path(tiny_model))
+        assert client.wait_for({READY, ERROR}, 120).state == READY
+        client.unload()
+        assert client.wait_for({IDLE}, 30).state == IDLE
+    finally:
+        client.close()
+
+
+async def _submit_hello(client: EngineClient) -> None:
+    client.submit(messages=[{"role": "user", "content": "Hello"}])
+
+
+def test_switch_to_gguf_and_back(
+    sidelight_home: Path, tiny_model: Path, tiny_gguf: Path, dialogues: dict[str, Any]
+) -> None:
+    client = make_client(sidelight_home)
+    client.start()
+    try:
+        hello = dialogue(dialogues, "hello")
+        for path in (tiny_model, tiny_gguf, tiny_model):
+            client.load(spec_from_path(path))
+            status = client.wait_for({READY, ERROR}, 180)
+            assert status.state == READY, status.message
+            assert status.model is not None and status.model.path == path
+            text, _, _ = asyncio.run(generate(client, messages=hello["messages"]))
+            assert text == hello["reply"], path.name
+    finally:
+        client.close()
+
+
+def test_restart_after_worker_is_killed(
+    sidelight_home: Path, tiny_model: Path, dialogues: dict[str, Any]
+) -> None:
+    client = make_client(sidelight_home)
+    client.start()
+    try:
+        client.load(spec_from_path(tiny_model))
+        first = client.wait_for({READY}, 120)
+        assert first.worker_pid is not None
+
+        async def crash_mid_stream() -> Finished:
+            stream = client.submit(
+                messages=dialogue(dialogues, "count")["messages"],
+                max_tokens=1500,
+                sampling=SamplingParams(temperature=0, ignore_eos=True),
+            )
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    os.kill(first.worker_pid or 0, signal.SIGKILL)
+                else:
+                    return event
+            raise AssertionError("no Finished event")
+
+        result = asyncio.run(crash_mid_stream())
+        assert result.finish_reason == "error"
+        assert result.error and "stopped unexpectedly" in result.error
+        status = client.wait_for({READY, ERROR}, 120)
+        assert status.state == READY and status.restarts == 1
+        assert status.worker_pid != first.worker_pid and status.failed == 1
+        hello = dialogue(dialogues, "hello")
+        assert asyncio.run(generate(client, messages=hello["messages"]))[0] == hello["reply"]
+    finally:
+        client.close()

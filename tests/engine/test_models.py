@@ -1,0 +1,93 @@
+"""Model specs from disk: IR folders and GGUF files, refused up front when unservable."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from engine.gguf import GGUFError, read_metadata
+from engine.models import ModelError, spec_from_path
+
+
+def write_gguf(path: Path, **meta: str | int) -> Path:
+    """Write a GGUF header (no tensors) with string and uint32 metadata."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta)))
+    for key, value in meta.items():
+        name = key.replace("__", ".").encode()
+        out += struct.pack("<Q", len(name)) + name
+        if isinstance(value, str):
+            data = value.encode()
+            out += struct.pack("<IQ", 8, len(data)) + data
+        else:
+            out += struct.pack("<II", 4, value)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_tiny_ir_model(tiny_model: Path) -> None:
+    spec = spec_from_path(tiny_model)
+    assert spec.format == "ir"
+    assert spec.id == "sidelight-demo"
+    assert spec.context_length and spec.context_length >= 512
+    assert spec.architecture == "qwen2"
+    assert spec.is_demo
+
+
+def test_tiny_gguf(tiny_gguf: Path) -> None:
+    spec = spec_from_path(tiny_gguf)
+    assert spec.format == "gguf"
+    assert spec.architecture == "qwen2"
+    assert (
+        spec.context_length
+        == spec_from_path(
+            tiny_gguf.parent.parent.parent / "resources" / "models" / "sidelight-demo"
+        ).context_length
+    )
+
+
+def test_unsupported_architecture_is_refused(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "gpt2.gguf", general__architecture="gpt2", general__file_type=1)
+    with pytest.raises(ModelError, match=r"architecture .gpt2. is not supported"):
+        spec_from_path(path)
+
+
+def test_unsupported_quantization_is_refused(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "iq2.gguf", general__architecture="llama", general__file_type=20)
+    with pytest.raises(ModelError, match=r"quantization type 20"):
+        spec_from_path(path)
+
+
+def test_supported_header_reads(tmp_path: Path) -> None:
+    path = write_gguf(
+        tmp_path / "ok.gguf",
+        general__architecture="qwen3",
+        general__file_type=2,
+        qwen3__context_length=4096,
+    )
+    spec = spec_from_path(path)
+    assert (spec.architecture, spec.context_length, spec.id) == ("qwen3", 4096, "ok")
+
+
+def test_not_a_gguf(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOPE" + b"\0" * 32)
+    with pytest.raises(GGUFError, match="not a GGUF"):
+        read_metadata(bad)
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(
+        write_gguf(tmp_path / "x.gguf", general__architecture="llama").read_bytes()[:30]
+    )
+    with pytest.raises(ModelError, match=r"corrupt|end of file"):
+        spec_from_path(truncated)
+
+
+def test_folder_without_model_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"missing openvino_model\.xml"):
+        spec_from_path(tmp_path)
+    with pytest.raises(ModelError, match="no model"):
+        spec_from_path(tmp_path / "absent")
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    with pytest.raises(ModelError, match=r"\.gguf"):
+        spec_from_path(tmp_path / "weights.bin")

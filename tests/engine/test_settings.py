@@ -1,0 +1,71 @@
+"""Settings: one place, environment over config file over defaults, unsafe values refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.settings import DEFAULT_PORT, SettingsError, load_settings
+
+
+def test_defaults_are_loopback_on_a_port_no_rival_uses(tmp_path: Path) -> None:
+    settings = load_settings({"SIDELIGHT_HOME": str(tmp_path)})
+    assert settings.host == "127.0.0.1"
+    assert settings.port == DEFAULT_PORT
+    assert DEFAULT_PORT not in {11434, 1234, 1337, 8080, 8000, 9000}
+    assert settings.api_key is None
+    assert settings.cpu.properties() == {"ENABLE_CPU_PINNING": False}
+    settings.validate()
+
+
+def test_home_moves_every_folder(tmp_path: Path) -> None:
+    paths = load_settings({"SIDELIGHT_HOME": str(tmp_path)}).paths
+    for folder in (paths.config_dir, paths.models_dir, paths.cache_dir, paths.log_dir):
+        assert folder.is_relative_to(tmp_path)
+    paths.ensure()
+    assert paths.log_dir.is_dir()
+
+
+def test_single_folder_override_beats_home(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path / "a"), "SIDELIGHT_MODELS_DIR": str(tmp_path / "m")}
+    assert load_settings(env).paths.models_dir == tmp_path / "m"
+
+
+def test_environment_beats_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"port": 9100, "device": "GPU", "cpu_threads": 2}))
+    settings = load_settings({"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_PORT": "9200"})
+    assert settings.port == 9200
+    assert settings.device == "GPU"
+    assert settings.cpu.properties() == {"ENABLE_CPU_PINNING": False, "INFERENCE_NUM_THREADS": 2}
+
+
+def test_pinning_can_be_left_to_openvino(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_CPU_PINNING": "auto"}
+    assert load_settings(env).cpu.properties() == {}
+
+
+def test_bad_values_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="port"):
+        load_settings({"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_PORT": "eighty"})
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.json").write_text("{not json")
+    with pytest.raises(SettingsError, match=r"config\.json"):
+        load_settings({"SIDELIGHT_HOME": str(tmp_path)})
+
+
+def test_leaving_loopback_requires_an_api_key(tmp_path: Path) -> None:
+    settings = load_settings({"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_HOST": "0.0.0.0"})
+    with pytest.raises(SettingsError, match="API key"):
+        settings.validate()
+    settings.with_overrides(api_key="secret").validate()
+
+
+def test_extra_origins_extend_the_allowlist(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_ALLOWED_ORIGINS": "https://app\\.example"}
+    origins = load_settings(env).allowed_origins
+    assert origins[-1] == "https://app\\.example"
+    assert any("localhost" in o for o in origins)

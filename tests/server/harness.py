@@ -1,0 +1,80 @@
+"""Start a real ``sidelight serve`` process on a free port and wait until it is ready."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """``python -m engine.cli serve`` as a child process, its output kept in a file."""
+
+    def __init__(self, home: Path, model: Path, *extra: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = home / "serve-output.log"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SIDELIGHT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "engine.cli",
+                "serve",
+                "--model",
+                str(model),
+                "--port",
+                str(self.port),
+                *extra,
+            ],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_ready(self, timeout: float = 180.0) -> dict[str, object]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.output()}")
+            try:
+                response = httpx.get(f"{self.base_url}/health", timeout=2)
+                if response.status_code == 200:
+                    body: dict[str, object] = response.json()
+                    return body
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"server not ready after {timeout}s:\n{self.output()}")
+
+    def health(self) -> httpx.Response:
+        return httpx.get(f"{self.base_url}/health", timeout=5)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        self._log.close()
+        return self.process.returncode
