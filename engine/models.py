@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.gguf import GGUFError, read_metadata
+from engine.resources import demo_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         format="ir",
         context_length=context,
         architecture=str(config.get("model_type")) if config.get("model_type") else None,
-        is_demo=(folder / "SIDELIGHT_DEMO").is_file(),
+        is_demo=folder == demo_model_path().resolve(),
     )
 
 
