@@ -1,4 +1,5 @@
-"""The ``sidelight`` command: ``serve``, ``devices``, and (no subcommand) the tray app.
+"""The ``sidelight`` command: ``serve``, ``devices``, the model store's ``pull``, ``convert``,
+``import``, ``list`` and ``rm`` (see ``engine.store.cli``), and (no subcommand) the tray app.
 
 This module is the CLI's own output; everything else logs.
 """
@@ -8,18 +9,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import signal
 import sys
 import threading
-from pathlib import Path
 from types import FrameType
 
 from engine.settings import Settings, SettingsError, load_settings
+from engine.store.cli import COMMANDS as STORE_COMMANDS
+from engine.store.cli import add_commands as add_store_commands
+from engine.store.cli import run as run_store_command
 
 logger = logging.getLogger("sidelight")
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A frozen (PyInstaller) build re-runs this entry point for the engine worker process.
+    multiprocessing.freeze_support()
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -28,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sidelight: {exc}", file=sys.stderr)
         return 2
     command = args.command or "app"
+    if command in STORE_COMMANDS:
+        return run_store_command(settings, args)
     if command == "devices":
         return _devices(args)
     if command == "app":
@@ -43,8 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve a model over an OpenAI-compatible API (headless)")
     serve.add_argument(
         "--model",
-        type=Path,
-        help="an OpenVINO IR folder or a .gguf file (default: the built-in demo model)",
+        help="a model id from the store (sidelight list), an OpenVINO IR folder or a .gguf "
+        "file (default: the built-in demo model)",
     )
     serve.add_argument("--device", help="OpenVINO device: CPU, GPU, GPU.1, NPU (default: CPU)")
     serve.add_argument("--host", help="address to bind (default: 127.0.0.1)")
@@ -59,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     devices = sub.add_parser("devices", help="list OpenVINO devices")
     devices.add_argument("--json", action="store_true", help="print JSON")
+    add_store_commands(sub)
     return parser
 
 
@@ -77,7 +86,7 @@ def _devices(args: argparse.Namespace) -> int:
 def _app(settings: Settings) -> int:
     """The tray app when the GUI is installed; otherwise serve headless."""
     try:
-        from desktop.app import run as run_desktop  # type: ignore[import-not-found]
+        from desktop.app import run as run_desktop
     except ImportError:
         logger.info("the desktop app is not available here; serving headless")
         return _serve(settings, _parser().parse_args(["serve"]))
@@ -91,6 +100,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.resources import demo_model_path
     from engine.server.app import create_app
     from engine.server.runner import PortInUseError, ServerRunner
+    from engine.store import ModelStore
 
     settings = settings.with_overrides(
         host=args.host, port=args.port, api_key=args.api_key, device=args.device
@@ -98,7 +108,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     try:
         settings.validate()
         settings.paths.ensure()
-        spec = spec_from_path(args.model or demo_model_path())
+        spec = (
+            ModelStore.from_settings(settings).resolve(args.model)
+            if args.model
+            else spec_from_path(demo_model_path())
+        )
     except (SettingsError, ModelError, OSError) as exc:
         print(f"sidelight: {exc}", file=sys.stderr)
         return 2

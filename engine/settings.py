@@ -101,6 +101,11 @@ class Settings:
     cpu: CpuSettings = field(default_factory=CpuSettings)
     kv_cache_gb: float = 1.0
     log_level: str = "INFO"
+    # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
+    # own login), and the Python that runs conversions (None: this interpreter). A separate
+    # interpreter lets the torch/optimum stack live outside the app's own environment.
+    hf_token: str | None = None
+    convert_python: Path | None = None
 
     def with_overrides(self, **changes: Any) -> Settings:
         """Return a copy with command-line overrides applied (``None`` values ignored)."""
@@ -158,6 +163,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     paths = default_paths(env)
     file_values = _read_config_file(paths.config_file)
+    if file_values.get("models_dir") and "SIDELIGHT_MODELS_DIR" not in env:
+        paths = replace(paths, models_dir=Path(str(file_values["models_dir"])).expanduser())
 
     def pick(name: str, key: str) -> Any:
         return env.get(name) if name in env else file_values.get(key)
@@ -177,11 +184,60 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         device=_str(pick("SIDELIGHT_DEVICE", "device")),
         kv_cache_gb=_float(pick("SIDELIGHT_KV_CACHE_GB", "kv_cache_gb"), "kv_cache_gb"),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
+        hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
+        convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
         cpu=CpuSettings(
             pinning=_bool(pick("SIDELIGHT_CPU_PINNING", "cpu_pinning"), "cpu_pinning", False),
             threads=_int(pick("SIDELIGHT_CPU_THREADS", "cpu_threads"), "cpu_threads"),
         ),
     )
+
+
+CONFIG_KEYS = frozenset(
+    {
+        "host",
+        "port",
+        "api_key",
+        "allowed_origins",
+        "allowed_hosts",
+        "max_body_bytes",
+        "device",
+        "kv_cache_gb",
+        "log_level",
+        "hf_token",
+        "convert_python",
+        "cpu_pinning",
+        "cpu_threads",
+        "models_dir",
+    }
+)
+
+
+def save_config(paths: Paths, values: Mapping[str, Any]) -> None:
+    """Merge ``values`` into the config file (a ``None`` value removes its key).
+
+    Keys this module does not read are refused, so a typo cannot be saved silently. The file
+    is replaced atomically. Environment variables still win over what is saved here.
+
+    Raises:
+        SettingsError: an unknown key, or the existing file is unreadable.
+        OSError: the file cannot be written.
+    """
+    unknown = sorted(set(values) - CONFIG_KEYS)
+    if unknown:
+        raise SettingsError(f"unknown config keys: {', '.join(unknown)}")
+    data = _read_config_file(paths.config_file)
+    for key, value in values.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = list(value) if isinstance(value, tuple) else value
+    paths.config_dir.mkdir(parents=True, exist_ok=True)
+    tmp = paths.config_file.with_name(f".{paths.config_file.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if os.name != "nt":
+        os.chmod(tmp, 0o600)  # it may hold an API key or a hub token
+    os.replace(tmp, paths.config_file)
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -199,6 +255,10 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
     value = env.get(name)
     return Path(value).expanduser() if value else default
+
+
+def _opt_path(value: Any) -> Path | None:
+    return Path(str(value)).expanduser() if value else None
 
 
 def _str(value: Any) -> str | None:

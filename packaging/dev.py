@@ -5,7 +5,10 @@
 
 Only the standard library is used here, so it works on a fresh machine with Python 3.10+.
 The virtual environment lives in ``.venv`` next to this repository and is refreshed whenever
-``pyproject.toml`` changes.
+``pyproject.toml`` changes. ``test`` also prepares ``.venv-convert``: Sidelight with its
+``convert`` extra (torch, optimum-intel), which the conversion tests run as a child
+interpreter. It is separate because that stack pins an older huggingface_hub than the app
+uses, and the app itself never needs torch.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".sidelight-installed"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+CONVERT_VENV = ROOT / ".venv-convert"
 
 
-def _python() -> Path:
-    return BIN / ("python.exe" if os.name == "nt" else "python")
+def _python(venv_dir: Path = VENV) -> Path:
+    bin_dir = venv_dir / ("Scripts" if os.name == "nt" else "bin")
+    return bin_dir / ("python.exe" if os.name == "nt" else "python")
 
 
 def _say(message: str) -> None:
@@ -32,20 +37,29 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _ensure_env(extras: str) -> None:
+def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
     if sys.version_info < (3, 10):  # noqa: UP036 - this script runs before any check
         sys.exit("Sidelight needs Python 3.10 or newer")
-    if not _python().exists():
-        _say(f"creating virtual environment in {VENV}")
-        venv.EnvBuilder(with_pip=True).create(VENV)
+    python = _python(venv_dir)
+    if not python.exists():
+        _say(f"creating virtual environment in {venv_dir}")
+        venv.EnvBuilder(with_pip=True).create(venv_dir)
+    stamp = venv_dir / STAMP.name
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest:
+    if stamp.exists() and stamp.read_text() == digest:
         return
-    _say(f"installing Sidelight and its dependencies ({extras})")
-    pip = [str(_python()), "-m", "pip", "install", "--disable-pip-version-check"]
+    _say(f"installing Sidelight and its dependencies ({extras}) into {venv_dir.name}")
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     subprocess.run([*pip, "--quiet", "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "--quiet", "-e", f"{ROOT}[{extras}]"], check=True)
-    STAMP.write_text(digest)
+    if "convert" in extras:
+        # optimum-intel lists torchvision; text models never import it, and it fails to
+        # import beside the pinned CPU torch.
+        subprocess.run(
+            [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "torchvision"],
+            check=True,
+        )
+    stamp.write_text(digest)
 
 
 def run(args: list[str]) -> int:
@@ -55,6 +69,7 @@ def run(args: list[str]) -> int:
 
 def test(args: list[str]) -> int:
     _ensure_env("dev")
+    _ensure_env("convert", CONVERT_VENV)
     steps = [
         ("ruff", [str(BIN / "ruff"), "check", "."]),
         ("ruff format", [str(BIN / "ruff"), "format", "--check", "."]),

@@ -1,0 +1,327 @@
+"""The store's subcommands: ``pull``, ``convert``, ``import``, ``list``, ``rm``.
+
+This module is command-line output (``print``); the jobs themselves log. A job runs on a
+worker thread while the main thread waits, so Ctrl+C (or SIGTERM) only sets the job's cancel
+event and the job stops cleanly: a download keeps its partial files for resuming, a
+conversion kills its child and removes what it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO, TypeVar
+
+from engine.models import ModelError
+from engine.settings import Settings
+from engine.store.catalog import Catalog, MachineInfo
+from engine.store.errors import Cancelled, StoreError
+from engine.store.progress import Progress
+from engine.store.store import ModelStore
+
+COMMANDS = frozenset({"pull", "convert", "import", "list", "rm"})
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+
+T = TypeVar("T")
+
+
+def add_commands(sub: Any) -> None:
+    """Register the store subcommands on the ``sidelight`` parser's subparsers."""
+    pull = sub.add_parser("pull", help="download a model from the catalog or the hub")
+    pull.add_argument("model", help="a catalog id (see: sidelight list --catalog) or org/repo")
+    pull.add_argument("--revision", default="main", help="branch, tag or commit (default: main)")
+    pull.add_argument("--id", dest="model_id", help="the id to store it under")
+
+    convert = sub.add_parser("convert", help="convert a transformers model to OpenVINO IR")
+    convert.add_argument("source", help="a hub repo (org/name) or a local model folder")
+    convert.add_argument("--weights", choices=["int4", "int8", "fp16"], default="int4")
+    convert.add_argument(
+        "--npu", action="store_true", help="NPU recipe: symmetric, channel-wise, ratio 1.0"
+    )
+    convert.add_argument("--revision", default="main", help="hub revision (default: main)")
+    convert.add_argument("--id", dest="model_id", help="the id to store it under")
+    convert.add_argument(
+        "--force", action="store_true", help="convert even if it looks too big for this machine"
+    )
+
+    imp = sub.add_parser("import", help="add a local .gguf file to the store")
+    imp.add_argument("file", type=Path, help="a .gguf file (llama, qwen2, qwen3)")
+    imp.add_argument("--id", dest="model_id", help="the id to store it under")
+    imp.add_argument(
+        "--save-ir", action="store_true", help="also save an OpenVINO IR for faster loads"
+    )
+
+    lst = sub.add_parser("list", help="list the models in the store")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.add_argument(
+        "--catalog", action="store_true", help="list the curated catalog and what fits here"
+    )
+
+    rm = sub.add_parser("rm", help="delete a model from the store")
+    rm.add_argument("model", help="the model id")
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Run one store subcommand; returns the exit code."""
+    store = ModelStore.from_settings(settings)
+    commands: dict[str, Callable[[ModelStore, Settings, argparse.Namespace], int]] = {
+        "list": _list,
+        "rm": _rm,
+        "pull": _pull,
+        "convert": _convert,
+        "import": _import,
+    }
+    try:
+        return commands[args.command](store, settings, args)
+    except Cancelled:
+        print("sidelight: cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except (StoreError, ModelError) as exc:
+        print(f"sidelight: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+
+
+def _rm(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    store.remove(args.model)
+    print(f"removed {args.model}")
+    return 0
+
+
+def _list(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    if args.catalog:
+        return _catalog(args)
+    models = store.list()
+    if args.json:
+        print(json.dumps([m.describe() for m in models], indent=2))
+        return 0
+    if not models:
+        print("no models yet; try: sidelight list --catalog, then sidelight pull ID")
+        return 0
+    print(f"{'ID':40} {'FORMAT':6} {'WEIGHTS':8} {'SIZE':>9}  DEVICES")
+    for model in models:
+        m = model.manifest
+        devices = ",".join(m.devices)
+        print(f"{m.id:40} {m.format:6} {m.weights or '?':8} {_size(m.size_bytes):>9}  {devices}")
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    catalog = Catalog.load()
+    machine = MachineInfo.detect()
+    fits = catalog.assess_all(machine)
+    recommended = catalog.recommend(machine)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "recommended": recommended.id if recommended else None,
+                    "approximate": catalog.approximate,
+                    "models": [f.to_dict() for f in fits],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    marks = {"fits": "ok", "tight": "tight", "too-big": "too big", "no-device": "no device"}
+    print(f"{'ID':36} {'DOWNLOAD':>9} {'MEMORY':>7}  {'FIT':9} DEVICES")
+    for fit in fits:
+        e = fit.entry
+        star = " *" if recommended and e.id == recommended.id else ""
+        print(
+            f"{e.id:36} {e.download_gb:>7.2f}GB {e.memory_gb:>5.1f}GB  "
+            f"{marks[fit.status]:9} {','.join(e.devices)}{star}"
+        )
+    if recommended:
+        print(f"\n* recommended to start with: sidelight pull {recommended.id}")
+    print("sizes are approximate; downloads check the exact sizes the hub publishes")
+    return 0
+
+
+def _pull(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    from engine.store.download import PullRequest, pull
+
+    entry = Catalog.load().find(args.model)
+    repo = entry.repo if entry else args.model
+    if entry is None and "/" not in repo:
+        print(
+            f"sidelight: '{args.model}' is not in the catalog (see: sidelight list --catalog) "
+            "and not a hub repo (org/name)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    request = PullRequest(repo=repo, revision=args.revision, model_id=args.model_id, catalog=entry)
+    if store.contains(request.target_id):
+        print(f"{request.target_id} is already in the store")
+        return 0
+    printer = ProgressPrinter(sys.stderr, f"pulling {repo}")
+    model = run_job(
+        lambda cancel: pull(
+            store, request, token=settings.hf_token, progress=printer, cancel=cancel
+        )
+    )
+    printer.finish()
+    print(f"added {model.id} ({_size(model.manifest.size_bytes)})")
+    return 0
+
+
+def _convert(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    from engine.store.convert import ConvertRequest, convert
+
+    request = ConvertRequest(
+        source=args.source,
+        weights=args.weights,
+        npu=args.npu,
+        model_id=args.model_id,
+        revision=args.revision,
+        force=args.force,
+    )
+    printer = ProgressPrinter(sys.stderr, f"converting {args.source}")
+    model = run_job(
+        lambda cancel: convert(
+            store,
+            request,
+            python=settings.convert_python,
+            token=settings.hf_token,
+            progress=printer,
+            cancel=cancel,
+        )
+    )
+    printer.finish()
+    print(f"added {model.id} ({model.manifest.weights}, {_size(model.manifest.size_bytes)})")
+    return 0
+
+
+def _import(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    from engine.store.gguf_import import import_gguf
+
+    printer = ProgressPrinter(sys.stderr, f"importing {args.file.name}")
+    model = run_job(
+        lambda cancel: import_gguf(
+            store,
+            args.file,
+            model_id=args.model_id,
+            save_ir=args.save_ir,
+            progress=printer,
+            cancel=cancel,
+        )
+    )
+    printer.finish()
+    print(f"added {model.id} ({model.manifest.format}, {_size(model.manifest.size_bytes)})")
+    return 0
+
+
+def run_job(job: Callable[[threading.Event], T]) -> T:
+    """Run ``job(cancel)`` on a worker thread; Ctrl+C and SIGTERM set ``cancel``.
+
+    Signal handlers can only be installed from the main thread, which is why the job moves.
+    """
+    cancel = threading.Event()
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(job(cancel))
+        except BaseException as exc:
+            error.append(exc)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        cancel.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    worker = threading.Thread(target=target, name="sidelight-job", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if error:
+        raise error[0]
+    return result[0]
+
+
+class ProgressPrinter:
+    """Progress on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise.
+
+    Threading: called from the job's thread only.
+    """
+
+    def __init__(self, stream: TextIO, title: str, *, interval: float = 5.0) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._interval = interval
+        self._last_line = 0.0
+        self._last_phase = ""
+        self._drawn = False
+        print(title, file=stream, flush=True)
+
+    def __call__(self, progress: Progress) -> None:
+        if progress.phase == "warning":
+            self._line(f"warning: {progress.message}")
+            return
+        if self._tty:
+            self._draw(progress)
+            return
+        now = time.monotonic()
+        if progress.phase != self._last_phase or now - self._last_line >= self._interval:
+            self._last_phase = progress.phase
+            self._last_line = now
+            self._line(_describe(progress))
+
+    def finish(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._drawn = False
+
+    def _draw(self, progress: Progress) -> None:
+        width = 24
+        fraction = progress.fraction
+        bar = ""
+        if fraction is not None:
+            filled = int(fraction * width)
+            bar = "[" + "#" * filled + "-" * (width - filled) + "] "
+        text = f"\r{bar}{_describe(progress)}"
+        self._stream.write(text[:120].ljust(100))
+        self._stream.flush()
+        self._drawn = True
+
+    def _line(self, text: str) -> None:
+        self.finish()
+        print(text, file=self._stream, flush=True)
+
+
+def _describe(progress: Progress) -> str:
+    parts = [progress.phase]
+    if progress.total:
+        fraction = progress.fraction or 0.0
+        parts.append(f"{fraction:4.0%} {_size(progress.done)}/{_size(progress.total)}")
+    elif progress.done:
+        parts.append(_size(progress.done))
+    if progress.speed > 0:
+        parts.append(f"{_size(int(progress.speed))}/s")
+    if progress.eta_seconds is not None and progress.phase == "downloading":
+        parts.append(f"ETA {progress.eta_seconds:.0f}s")
+    if progress.item:
+        parts.append(progress.item)
+    if progress.message:
+        parts.append(progress.message)
+    return "  ".join(parts)
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

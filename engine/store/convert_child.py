@@ -1,0 +1,75 @@
+"""Conversion child process: export a transformers model to OpenVINO IR with optimum-intel.
+
+Run by :mod:`engine.store.convert` as ``PYTHON convert_child.py REQUEST_JSON``, where PYTHON
+is the interpreter that has ``sidelight[convert]`` (torch, optimum-intel, nncf,
+openvino-tokenizers). This file imports only the standard library at module level so that
+any such interpreter can run it by path, with or without Sidelight installed.
+
+It speaks to the parent through stdout lines starting with ``@@sidelight `` followed by JSON:
+``{"phase": ...}`` as it goes, ``{"error": ..., "missing": ...}`` when the tools are not
+installed (exit code 3), and ``{"phase": "done"}`` at the end. Everything else it prints
+(optimum, nncf, transformers logs) is kept by the parent in a log for error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run by path, Python puts this folder first on sys.path, where Sidelight's own modules
+# would shadow the standard library and third-party packages for everything imported below.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import importlib
+import json
+from typing import Any
+
+PREFIX = "@@sidelight "
+EXIT_MISSING_TOOLS = 3
+TOOLS = ("torch", "transformers", "optimum.intel", "nncf", "openvino_tokenizers")
+
+
+def say(**message: Any) -> None:
+    sys.stdout.write(PREFIX + json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def optimum_argv(request: dict[str, Any]) -> list[str]:
+    """The ``optimum-cli export openvino`` arguments for a request (int4/int8/fp16, NPU)."""
+    argv = ["optimum-cli", "export", "openvino", "--model", request["source"]]
+    if request.get("revision") and request["revision"] != "main":
+        argv += ["--revision", request["revision"]]
+    if request.get("task"):
+        argv += ["--task", request["task"]]
+    weights = request.get("weights", "int4")
+    argv += ["--weight-format", weights]
+    if request.get("npu") and weights in {"int4", "int8"}:
+        # NPU recipe: symmetric, channel-wise (no groups), every layer compressed.
+        argv += ["--sym", "--group-size", "-1", "--ratio", "1.0"]
+    if request.get("trust_remote_code"):
+        argv.append("--trust-remote-code")
+    argv.append(request["output"])
+    return argv
+
+
+def main() -> int:
+    request = json.loads(sys.argv[1])
+    say(phase="checking", message="loading the conversion tools")
+    for module in TOOLS:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            say(error=f"{module} is not installed: {exc}", missing=module)
+            return EXIT_MISSING_TOOLS
+    from optimum.commands.optimum_cli import main as optimum_main
+
+    say(phase="converting", message="exporting and compressing weights")
+    sys.argv = optimum_argv(request)
+    optimum_main()
+    say(phase="done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Importing GGUF files: refused up front when GenAI cannot load them, served when it can."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.models import ModelError
+from engine.store import ModelStore
+from engine.store.errors import StoreError
+from engine.store.gguf_import import import_gguf
+from tests.engine.test_models import write_gguf
+from tests.server.harness import ServerProcess
+from tests.store.conftest import sidelight
+
+
+def test_cli_imports_a_gguf_and_serves_it_by_id(tiny_gguf: Path, sidelight_home: Path) -> None:
+    done = sidelight(sidelight_home, "import", str(tiny_gguf), "--id", "demo-gguf")
+    assert done.returncode == 0, done.stderr
+    assert "added demo-gguf (gguf" in done.stdout
+    listed = json.loads(sidelight(sidelight_home, "list", "--json").stdout)
+    assert [(m["id"], m["format"], m["weights"], m["architecture"]) for m in listed] == [
+        ("demo-gguf", "gguf", "F16", "qwen2")
+    ]
+    stored = Path(listed[0]["path"])
+    assert stored.read_bytes() == tiny_gguf.read_bytes()
+    assert stored.is_relative_to(sidelight_home / "models" / "demo-gguf")
+
+    server = ServerProcess(sidelight_home, Path("demo-gguf"))
+    try:
+        server.wait_ready()
+        models = httpx.get(f"{server.base_url}/v1/models", timeout=10).json()
+        assert [m["id"] for m in models["data"]] == ["demo-gguf"]
+        reply = httpx.post(
+            f"{server.base_url}/v1/chat/completions",
+            json={
+                "model": "demo-gguf",
+                "messages": [{"role": "user", "content": "Hello"}],
+                "max_tokens": 3,
+                "ignore_eos": True,
+            },
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["completion_tokens"] == 3
+    finally:
+        server.stop()
+
+
+def test_save_ir_stores_an_ir_folder_next_to_the_gguf(tiny_gguf: Path, store: ModelStore) -> None:
+    model = import_gguf(store, tiny_gguf, save_ir=True)
+    assert model.manifest.format == "ir" and model.manifest.details["ir_saved"]
+    assert (model.folder / tiny_gguf.name).is_file()
+    spec = model.spec()
+    assert (spec.format, spec.architecture) == ("ir", "qwen2")
+    assert spec.context_length == model.manifest.context_length and spec.context_length
+
+
+def test_unsupported_gguf_is_refused_before_anything_is_copied(
+    tmp_path: Path, store: ModelStore, sidelight_home: Path
+) -> None:
+    gpt2 = write_gguf(tmp_path / "gpt2.gguf", general__architecture="gpt2", general__file_type=1)
+    with pytest.raises(ModelError, match=r"architecture 'gpt2' is not supported"):
+        import_gguf(store, gpt2)
+    iq2 = write_gguf(tmp_path / "iq2.gguf", general__architecture="llama", general__file_type=20)
+    refused = sidelight(sidelight_home, "import", str(iq2))
+    assert refused.returncode == 2 and "quantization type 20 is not supported" in refused.stderr
+    assert store.list() == []
+    assert not (store.root / ".partial").exists() or not any((store.root / ".partial").iterdir())
+
+
+def test_an_id_is_never_taken_twice(tiny_gguf: Path, store: ModelStore) -> None:
+    import_gguf(store, tiny_gguf, model_id="one")
+    with pytest.raises(StoreError, match=r"'one' is already in the store"):
+        import_gguf(store, tiny_gguf, model_id="One")
