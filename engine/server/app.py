@@ -28,11 +28,18 @@ from engine.server.host_check import HostCheckMiddleware
 from engine.server.openai.routes import openai_routes
 from engine.server.openai.serving import OpenAIServing
 from engine.settings import Settings, is_loopback_host
+from engine.store import ModelStore
 
 
-def create_app(settings: Settings, engine: EngineClient) -> Starlette:
-    """Build the Starlette app serving ``/v1``, ``/health`` over ``engine``."""
-    serving = OpenAIServing(engine)
+def create_app(
+    settings: Settings, engine: EngineClient, store: ModelStore | None = None
+) -> Starlette:
+    """Build the Starlette app serving ``/v1``, ``/health`` over ``engine``.
+
+    ``store`` defaults to the store in ``settings.paths.models_dir``.
+    """
+    store = store if store is not None else ModelStore.from_settings(settings)
+    serving = OpenAIServing(engine, store)
 
     async def health(request: Request) -> Response:
         status = engine.status()
@@ -73,4 +80,5 @@ def create_app(settings: Settings, engine: EngineClient) -> Starlette:
     )
     app.state.engine = engine
     app.state.settings = settings
+    app.state.store = store
     return app

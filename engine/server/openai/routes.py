@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.models import ModelSpec
-from engine.server.errors import APIError
-from engine.server.openai import protocol
 from engine.server.openai.serving import OpenAIServing
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
@@ -21,16 +16,10 @@ def openai_routes(serving: OpenAIServing) -> list[Route]:
     completions = CompletionServing(serving)
 
     async def list_models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [_card(s) for s in serving.models()]})
+        return JSONResponse({"object": "list", "data": serving.model_cards()})
 
     async def get_model(request: Request) -> Response:
-        model_id = request.path_params["model_id"]
-        for spec in serving.models():
-            if spec.id == model_id:
-                return JSONResponse(_card(spec))
-        raise APIError(
-            404, f"The model '{model_id}' does not exist", param="model", code="model_not_found"
-        )
+        return JSONResponse(serving.model_card(request.path_params["model_id"]))
 
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),
@@ -38,10 +27,3 @@ def openai_routes(serving: OpenAIServing) -> list[Route]:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
     ]
-
-
-def _card(spec: ModelSpec) -> dict[str, Any]:
-    created = int(spec.path.stat().st_mtime) if spec.path.exists() else protocol.now()
-    return protocol.model_card(
-        spec.id, created, context_length=spec.context_length, format=spec.format
-    )

@@ -7,22 +7,41 @@ reached only through :class:`engine.client.EngineClient`'s async streams.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from engine.client import EngineClient, EngineUnavailable, RequestFailed, RequestStream
-from engine.models import ModelSpec
+from engine.client import (
+    ERROR,
+    LOADING,
+    READY,
+    RESTARTING,
+    STARTING,
+    EngineClient,
+    EngineStatus,
+    EngineUnavailable,
+    RequestFailed,
+    RequestStream,
+)
+from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
+from engine.server.openai import protocol
+from engine.store import ModelStore, StoreError
 from engine.worker.messages import Finished, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+
+# How long a request waits for a model to load before answering 503 + Retry-After.
+LOAD_WAIT_SECONDS = 20.0
+RETRY_AFTER_SECONDS = 5
 
 _REJECT_STATUS = {
     "context_length_exceeded": 400,
@@ -42,10 +61,23 @@ class Collected:
 
 
 class OpenAIServing:
-    """Turns validated requests into engine streams and engine failures into APIErrors."""
+    """Turns validated requests into engine streams and engine failures into APIErrors.
 
-    def __init__(self, engine: EngineClient) -> None:
+    Models a request may name: the loaded one (which may have come from a path) and every
+    model in the store; naming a stored model that is not loaded loads it.
+    """
+
+    def __init__(self, engine: EngineClient, store: ModelStore | None = None) -> None:
         self.engine = engine
+        self.store = store
+        # Models loaded from a path (not the store) this session stay selectable by id.
+        self._seen: dict[str, ModelSpec] = {}
+
+    def _status(self) -> EngineStatus:
+        status = self.engine.status()
+        if status.model is not None:
+            self._seen.setdefault(status.model.id, status.model)
+        return status
 
     async def parse(self, request: Request, model_type: type[M]) -> M:
         """Read and validate the JSON body; a bad field is a 400 naming it."""
@@ -70,21 +102,73 @@ class OpenAIServing:
             logger.info("%s: ignoring unknown fields %s", request.url.path, ", ".join(unknown))
         return parsed
 
-    def models(self) -> list[ModelSpec]:
-        status = self.engine.status()
-        return [status.model] if status.model is not None else []
+    def model_cards(self) -> list[dict[str, Any]]:
+        """The loaded model first, then every stored model, as ``/v1/models`` entries."""
+        status = self._status()
+        cards: dict[str, dict[str, Any]] = {}
+        if status.model is not None:
+            cards[status.model.id] = {**_spec_card(status.model), "status": status.state}
+        for spec in self._seen.values():
+            cards.setdefault(spec.id, {**_spec_card(spec), "status": "available"})
+        for stored in self.store.list() if self.store else []:
+            if stored.id not in cards:
+                info = stored.describe()
+                cards[stored.id] = {
+                    "created": _mtime(stored.path),
+                    "context_length": info.get("context_length"),
+                    "format": info.get("format"),
+                    "task": info.get("task", "chat"),
+                    "capabilities": info.get("capabilities"),
+                    "status": "available",
+                }
+        return [protocol.model_card(mid, **card) for mid, card in cards.items()]
 
-    def resolve_model(self, name: str) -> ModelSpec:
-        for spec in self.models():
-            if name == spec.id:
-                return spec
-        available = ", ".join(s.id for s in self.models()) or "none loaded"
+    def model_card(self, name: str) -> dict[str, Any]:
+        for card in self.model_cards():
+            if card["id"] == name:
+                return card
+        raise _not_found(name)
+
+    async def resolve_model(self, name: str) -> ModelSpec:
+        """The spec to serve ``name`` with, loading it from the store when needed.
+
+        Raises:
+            APIError: 404 for an unknown (or path-like) name; 503 with Retry-After while a
+                model takes longer than :data:`LOAD_WAIT_SECONDS` to load.
+        """
+        status = self._status()
+        if status.model is None or status.model.id != name:
+            spec = self._seen.get(name) or self._stored_spec(name)
+            current = status.model.id if status.model else "no model"
+            logger.info("request for %s: switching from %s", name, current)
+            self.engine.load(spec, status.device)
+        elif status.state not in (LOADING, RESTARTING, STARTING):
+            return status.model
+        status = await asyncio.to_thread(self.engine.wait_for, {READY, ERROR}, LOAD_WAIT_SECONDS)
+        if status.state == READY and status.model is not None and status.model.id == name:
+            return status.model
+        if status.state == ERROR:
+            raise APIError(
+                500, status.message or f"could not load {name}", code="model_load_failed"
+            )
         raise APIError(
-            404,
-            f"The model '{name}' does not exist (available: {available})",
-            param="model",
-            code="model_not_found",
+            503,
+            f"{name} is still loading; retry shortly",
+            code="model_loading",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
+
+    def _stored_spec(self, name: str) -> ModelSpec:
+        if self.store is None:
+            raise _not_found(name)
+        try:
+            return self.store.spec(name)
+        except StoreError as exc:  # path-like ids land here too, before any file access
+            raise _not_found(name) from exc
+        except ModelError as exc:
+            raise APIError(
+                500, f"the stored model '{name}' is damaged: {exc}", code="model_damaged"
+            ) from exc
 
     async def start(
         self,
@@ -134,6 +218,31 @@ class OpenAIServing:
                 return Collected("".join(pieces), event)
             pieces.append(event.text)
         raise APIError(500, "the engine ended the request without a result")
+
+
+def _not_found(name: str) -> APIError:
+    return APIError(
+        404,
+        f"The model '{name}' does not exist; see GET /v1/models",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime)
+    except OSError:
+        return protocol.now()
+
+
+def _spec_card(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "created": _mtime(spec.path),
+        "context_length": spec.context_length,
+        "format": spec.format,
+        "task": "chat",
+    }
 
 
 def unavailable(exc: EngineUnavailable) -> APIError:

@@ -21,7 +21,7 @@ class ChatServing:
 
     async def create(self, request: Request) -> Response:
         body = await self._serving.parse(request, protocol.ChatCompletionRequest)
-        spec = self._serving.resolve_model(body.model)
+        spec = await self._serving.resolve_model(body.model)
         for field in ("tools", "response_format"):
             if getattr(body, field):
                 raise APIError(

@@ -21,7 +21,7 @@ class CompletionServing:
 
     async def create(self, request: Request) -> Response:
         body = await self._serving.parse(request, protocol.CompletionRequest)
-        spec = self._serving.resolve_model(body.model)
+        spec = await self._serving.resolve_model(body.model)
         if body.suffix:
             raise APIError(
                 400,
