@@ -33,6 +33,8 @@ from engine.settings import Settings
 from engine.worker.messages import (
     Cancel,
     Command,
+    Embed,
+    Embedded,
     Event,
     Finished,
     GenerationRequest,
@@ -41,6 +43,7 @@ from engine.worker.messages import (
     ModelLoaded,
     ModelLoadFailed,
     ModelUnloaded,
+    OutputConstraint,
     RequestAccepted,
     RequestRejected,
     SamplingParams,
@@ -102,6 +105,8 @@ class EngineStatus:
     failed: int = 0
     restarts: int = 0
     load_seconds: float | None = None
+    chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
+    fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -319,6 +324,10 @@ class EngineClient:
         stop: tuple[str, ...] = (),
         sampling: SamplingParams | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        constraint: OutputConstraint | None = None,
+        suffix: str | None = None,
+        logprobs: bool = False,
     ) -> RequestStream:
         """Queue a generation; iterate the returned stream on the calling loop.
 
@@ -339,6 +348,10 @@ class EngineClient:
             stop=stop,
             sampling=sampling or SamplingParams(),
             chat_template_kwargs=chat_template_kwargs or {},
+            tools=tools,
+            constraint=constraint,
+            suffix=suffix,
+            logprobs=logprobs,
         )
         try:
             self._send(Submit(request))
@@ -346,6 +359,36 @@ class EngineClient:
             self._forget(request_id)
             raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
         return stream
+
+    async def embed(self, spec: ModelSpec, texts: list[str], device: str | None = None) -> Embedded:
+        """Embed ``texts`` with the embedding model ``spec`` (loaded beside the chat model).
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: the model could not be loaded or run.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._process is None or self._status.state in (STOPPED, ERROR):
+                raise EngineUnavailable("the engine is not running", self._status.state, None)
+            request_id = next(self._ids)
+            stream = RequestStream(self, request_id, loop)
+            self._streams[request_id] = stream
+        command = Embed(request_id, spec, device or self._settings.device, tuple(texts))
+        try:
+            self._send(command)
+        except OSError as exc:
+            self._forget(request_id)
+            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        try:
+            event = await stream._queue.get()
+        finally:
+            self._forget(request_id)
+        if isinstance(event, Embedded):
+            return event
+        if isinstance(event, RequestRejected):
+            raise RequestFailed(event.code, event.message, event.param)
+        raise RequestFailed("internal", f"unexpected engine event {event!r}")
 
     def cancel(self, request_id: int) -> None:
         with self._lock:
@@ -412,6 +455,8 @@ class EngineClient:
                     elif isinstance(item, Finished):
                         self._streams.pop(rid, None)
                         self._count(item)
+                    elif isinstance(item, Embedded):
+                        self._streams.pop(rid, None)
                 stream._deliver(items)
 
     def _count(self, finished: Finished) -> None:
@@ -442,6 +487,8 @@ class EngineClient:
                     backend=event.backend,
                     context_length=event.context_length,
                     load_seconds=round(event.load_seconds, 2),
+                    chat_template=event.chat_template,
+                    fim_tokens=event.fim_tokens,
                 )
             elif isinstance(event, ModelLoadFailed):
                 self._wanted = None
@@ -458,6 +505,8 @@ class EngineClient:
                     backend=None,
                     context_length=None,
                     message=None,
+                    chat_template=None,
+                    fim_tokens=None,
                 )
 
     def _on_worker_exit(self, process: Any) -> None:

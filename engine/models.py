@@ -38,6 +38,7 @@ class ModelSpec:
     context_length: int | None = None
     architecture: str | None = None
     is_demo: bool = False
+    task: str = "chat"  # "chat" (generative) or "embeddings" (an encoder served by /v1/embeddings)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class ModelSpec:
             "context_length": self.context_length,
             "architecture": self.architecture,
             "demo": self.is_demo,
+            "task": self.task,
         }
 
 
@@ -83,6 +85,8 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         )
     config = _read_json(folder / "config.json")
     context = _first_int(config, "max_position_embeddings", "n_positions", "max_sequence_length")
+    architectures = [str(a) for a in config.get("architectures") or []]
+    generative = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
     return ModelSpec(
         id=model_id,
         path=folder,
@@ -90,6 +94,7 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         context_length=context,
         architecture=str(config.get("model_type")) if config.get("model_type") else None,
         is_demo=folder == demo_model_path().resolve(),
+        task="embeddings" if architectures and not generative else "chat",
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -25,6 +26,16 @@ VENV = ROOT / ".venv"
 STAMP = VENV / ".sidelight-installed"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 CONVERT_VENV = ROOT / ".venv-convert"
+APP_EXTRAS = "dev,gui"  # the tray app (PySide6) and the test tools
+# Shared libraries Qt loads even offscreen (the GUI tests), and the Debian/Ubuntu packages
+# that ship them.
+QT_SYSTEM_LIBS = {
+    "EGL": "libegl1",
+    "GL": "libgl1",
+    "xkbcommon": "libxkbcommon0",
+    "fontconfig": "libfontconfig1",
+    "dbus-1": "libdbus-1-3",
+}
 
 
 def _python(venv_dir: Path = VENV) -> Path:
@@ -62,14 +73,58 @@ def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
     stamp.write_text(digest)
 
 
+def _ensure_qt_libs() -> None:
+    """Install the system libraries Qt needs (apt-get, as root) or say which are missing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes.util
+    import shutil
+
+    missing = sorted(
+        {pkg for lib, pkg in QT_SYSTEM_LIBS.items() if ctypes.util.find_library(lib) is None}
+    )
+    if not missing:
+        return
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        sys.exit(
+            f"[dev] Qt (the tray app and its tests) needs these system libraries: "
+            f"{' '.join(missing)}. Install them, e.g. sudo apt-get install -y {' '.join(missing)}"
+        )
+    _say(f"installing system libraries Qt needs: {' '.join(missing)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [apt, "install", "-y", "-qq", *missing]
+    if subprocess.run(install, env=env, check=False).returncode != 0:
+        subprocess.run([apt, "update", "-qq"], env=env, check=True)
+        subprocess.run(install, env=env, check=True)
+
+
 def run(args: list[str]) -> int:
-    _ensure_env("dev")
+    _ensure_env(APP_EXTRAS)
+    _ensure_qt_libs()
     return subprocess.call([str(BIN / "sidelight"), *args])
 
 
+def _ensure_js_client() -> None:
+    """``npm ci`` in tests/js when Node.js is present (the openai npm package's tests)."""
+    npm = shutil.which("npm")
+    js_dir = ROOT / "tests" / "js"
+    lock = js_dir / "package-lock.json"
+    stamp = js_dir / "node_modules" / ".package-lock.json"
+    if npm is None or shutil.which("node") is None:
+        _say("node not found: the openai npm package test will be skipped")
+        return
+    if stamp.is_file() and stamp.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    _say("installing the openai npm package for tests (npm ci)")
+    subprocess.check_call([npm, "ci", "--no-audit", "--no-fund"], cwd=js_dir)
+
+
 def test(args: list[str]) -> int:
-    _ensure_env("dev")
+    _ensure_env(APP_EXTRAS)
+    _ensure_qt_libs()
     _ensure_env("convert", CONVERT_VENV)
+    _ensure_js_client()
     steps = [
         ("ruff", [str(BIN / "ruff"), "check", "."]),
         ("ruff format", [str(BIN / "ruff"), "format", "--check", "."]),

@@ -25,6 +25,10 @@ from engine.server.errors import (
     handle_unexpected,
 )
 from engine.server.host_check import HostCheckMiddleware
+from engine.server.lmstudio import lmstudio_routes
+from engine.server.model_info import ModelDirectory
+from engine.server.ollama.routes import ollama_routes
+from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.openai.serving import OpenAIServing
 from engine.settings import Settings, is_loopback_host
@@ -34,7 +38,7 @@ from engine.store import ModelStore
 def create_app(
     settings: Settings, engine: EngineClient, store: ModelStore | None = None
 ) -> Starlette:
-    """Build the Starlette app serving ``/v1``, ``/health`` over ``engine``.
+    """Build the Starlette app serving ``/v1``, ``/health``, Ollama's and LM Studio's ``/api``.
 
     ``store`` defaults to the store in ``settings.paths.models_dir``.
     """
@@ -51,7 +55,13 @@ def create_app(
         )
         return JSONResponse(body, status_code=503, headers=headers)
 
-    routes = [Route("/health", health, methods=["GET"]), *openai_routes(serving)]
+    models = ModelDirectory(engine, store)
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        *openai_routes(serving),
+        *lmstudio_routes(models),
+        *ollama_routes(OllamaServing(serving, models)),  # last: it ends with an /api catch-all
+    ]
 
     allowed_hosts = set(settings.allowed_hosts)
     if not is_loopback_host(settings.host) and settings.host not in ("0.0.0.0", "::"):

@@ -28,8 +28,9 @@ from engine.worker.messages import (
     RequestAccepted,
     RequestRejected,
     TextDelta,
+    TokenLogprob,
 )
-from engine.worker.prepare import PreparedRequest, RequestError, prepare
+from engine.worker.prepare import PreparedRequest, RequestError, find_fim_tokens, prepare
 from engine.worker.textstream import IncrementalDetokenizer
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class _Active:
     first_token: float | None = None
     last_token: float | None = None
     completion_tokens: int = 0
+    want_logprobs: bool = False
 
     def on_tokens(self, count: int) -> None:
         now = time.perf_counter()
@@ -56,6 +58,20 @@ class _Active:
             self.first_token = now
         self.last_token = now
         self.completion_tokens += count
+
+    def delta(self, ids: list[int], logprobs: list[float]) -> TextDelta | None:
+        """Decode new tokens into a delta (``None`` when nothing is ready to send)."""
+        text = self.detok.push(ids)
+        probs: tuple[TokenLogprob, ...] = ()
+        if self.want_logprobs:
+            probs = tuple(
+                TokenLogprob(self.detok.token_text(t), float(lp))
+                for t, lp in zip(ids, logprobs, strict=False)
+                if self.detok.token_text(t)
+            )
+        if not text and not probs:
+            return None
+        return TextDelta(self.request_id, text, len(ids), probs)
 
     def finished(self, reason: str, text: str = "", error: str | None = None) -> Finished:
         ttft = self.first_token - self.submitted if self.first_token else None
@@ -80,21 +96,44 @@ class Backend:
     """Common request intake: templating, tokenization, context checks."""
 
     name = "base"
+    broken = False  # a failed step left the pipeline unusable; the worker rebuilds it
 
     def __init__(self, tokenizer: Any, base_config: Any, context_length: int | None) -> None:
         self.tokenizer = tokenizer
         self.base_config = base_config
         self.context_length = context_length
+        self.chat_template: str | None = getattr(tokenizer, "chat_template", None) or None
+        self.fim_tokens = find_fim_tokens(tokenizer)
+        # Tokens that end a turn never become text (see IncrementalDetokenizer).
+        hidden = {int(base_config.eos_token_id), *(int(t) for t in base_config.stop_token_ids)}
+        for getter in ("get_bos_token_id", "get_pad_token_id", "get_eos_token_id"):
+            value = getattr(tokenizer, getter, lambda: -1)()
+            if isinstance(value, int) and value >= 0:
+                hidden.add(value)
+        self.hidden_ids = frozenset(hidden)
 
     def _prepare(self, request: GenerationRequest) -> tuple[PreparedRequest | None, list[Event]]:
         try:
-            prepared = prepare(request, self.tokenizer, self.base_config, self.context_length)
+            prepared = prepare(
+                request, self.tokenizer, self.base_config, self.context_length, self.fim_tokens
+            )
         except RequestError as exc:
             return None, [RequestRejected(request.request_id, exc.code, str(exc), exc.param)]
         accepted = RequestAccepted(
-            request.request_id, len(prepared.prompt_ids), prepared.max_tokens
+            request.request_id,
+            len(prepared.prompt_ids),
+            prepared.max_tokens,
+            prepared.opens_reasoning,
         )
         return prepared, [accepted]
+
+    def _state(self, request: GenerationRequest, prepared: PreparedRequest) -> _Active:
+        return _Active(
+            request.request_id,
+            len(prepared.prompt_ids),
+            IncrementalDetokenizer(self.tokenizer, request.stop, self.hidden_ids),
+            want_logprobs=request.logprobs,
+        )
 
     def submit(self, request: GenerationRequest) -> list[Event]:
         raise NotImplementedError
@@ -132,11 +171,7 @@ class BatchedBackend(Backend):
         prepared, events = self._prepare(request)
         if prepared is None:
             return events
-        state = _Active(
-            request.request_id,
-            len(prepared.prompt_ids),
-            IncrementalDetokenizer(self.tokenizer, request.stop),
-        )
+        state = self._state(request, prepared)
         try:
             state.handle = self._pipe.add_request(
                 request.request_id, _tensor(prepared.prompt_ids), prepared.config
@@ -164,9 +199,11 @@ class BatchedBackend(Backend):
         try:
             self._pipe.step()
         except Exception as exc:
-            logger.exception("pipeline step failed")
+            # The failing request stays inside the pipeline and fails every later step.
+            logger.exception("pipeline step failed; the model will be reloaded")
             emit([s.finished("error", error=f"engine error: {exc}") for s in self._active.values()])
             self._active.clear()
+            self.broken = True
             return
         events: list[Event] = []
         for rid, state in list(self._active.items()):
@@ -199,9 +236,10 @@ class BatchedBackend(Backend):
                 ids = list(output.generated_ids)
                 if ids:
                     state.on_tokens(len(ids))
-                    text = state.detok.push(ids)
-                    if text:
-                        events.append(TextDelta(state.request_id, text, len(ids)))
+                    logprobs = list(output.generated_log_probs) if state.want_logprobs else []
+                    delta = state.delta(ids, logprobs)
+                    if delta is not None:
+                        events.append(delta)
                 reason = _finish_reason(output.finish_reason) or reason
             if state.detok.stop.matched:
                 return "stop"
@@ -238,12 +276,7 @@ class SerialBackend(Backend):
     def submit(self, request: GenerationRequest) -> list[Event]:
         prepared, events = self._prepare(request)
         if prepared is not None:
-            state = _Active(
-                request.request_id,
-                len(prepared.prompt_ids),
-                IncrementalDetokenizer(self.tokenizer, request.stop),
-            )
-            self._queue.append((state, prepared))
+            self._queue.append((self._state(request, prepared), prepared))
         return events
 
     def cancel(self, request_id: int) -> list[Event]:
@@ -270,9 +303,10 @@ class SerialBackend(Backend):
             def write(self, token: Any) -> Any:
                 ids = [int(t) for t in token] if isinstance(token, list | tuple) else [int(token)]
                 state.on_tokens(len(ids))
-                text = state.detok.push(ids)
-                if text:
-                    emit([TextDelta(state.request_id, text, len(ids))])
+                # The streamer gets no log-probabilities: serial requests report none.
+                delta = state.delta(ids, [])
+                if delta is not None:
+                    emit([delta])
                 poll()  # lets a Cancel (or new Submits) arrive mid-generation
                 if state.request_id in backend._cancelled:
                     return ov_genai.StreamingStatus.CANCEL

@@ -31,8 +31,26 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class OutputConstraint:
+    """Constrained decoding (GenAI structured output): the reply must match a JSON schema.
+
+    With ``begin``/``end`` set, the reply is ``begin + <JSON> + end`` (a tool call in the
+    model's own syntax, e.g. ``<tool_call>\n`` ... ``\n</tool_call>``).
+    """
+
+    json_schema: str
+    begin: str = ""
+    end: str = ""
+    param: str = "response_format"  # the request field a bad schema came from
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
-    """One generation: either chat ``messages`` (templated in the worker) or a raw ``prompt``."""
+    """One generation: either chat ``messages`` (templated in the worker) or a raw ``prompt``.
+
+    ``suffix`` asks for fill-in-the-middle: the worker wraps ``prompt`` and ``suffix`` in the
+    model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
+    """
 
     request_id: int
     messages: list[dict[str, Any]] | None = None
@@ -41,6 +59,10 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     sampling: SamplingParams = field(default_factory=SamplingParams)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    constraint: OutputConstraint | None = None
+    suffix: str | None = None
+    logprobs: bool = False
 
 
 # ---- commands: server -> worker ----------------------------------------------------------
@@ -76,7 +98,20 @@ class Shutdown:
     pass
 
 
-Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown
+@dataclass(frozen=True)
+class Embed:
+    """Embed ``texts`` with the embedding model ``spec`` (loaded on first use, kept after).
+
+    Runs beside the chat model: an IDE indexing code does not evict the model it chats with.
+    """
+
+    request_id: int
+    spec: ModelSpec
+    device: str
+    texts: tuple[str, ...]
+
+
+Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed
 
 # ---- events: worker -> server ------------------------------------------------------------
 
@@ -94,11 +129,15 @@ class LoadProgress:
 
 @dataclass(frozen=True)
 class ModelLoaded:
+    """The chat model is ready; also what its tokenizer says it can do."""
+
     spec: ModelSpec
     device: str
     backend: str
     load_seconds: float
     context_length: int | None
+    chat_template: str | None = None
+    fim_tokens: tuple[str, str, str] | None = None  # prefix, suffix, middle
 
 
 @dataclass(frozen=True)
@@ -118,6 +157,7 @@ class RequestAccepted:
     request_id: int
     prompt_tokens: int
     max_tokens: int
+    opens_reasoning: bool = False  # the template's prompt ends inside a <think> block
 
 
 @dataclass(frozen=True)
@@ -131,10 +171,19 @@ class RequestRejected:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text (may be part of a character) and log-probability."""
+
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True)
 class TextDelta:
     request_id: int
     text: str
     tokens: int  # tokens generated since the previous delta
+    logprobs: tuple[TokenLogprob, ...] = ()  # only when the request asked for them
 
 
 @dataclass(frozen=True)
@@ -149,6 +198,16 @@ class Finished:
     decode_seconds: float | None
     text: str = ""  # any text held back until the end (a partial stop string, a flush)
     error: str | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """The answer to :class:`Embed`: one vector per text, and the tokens they used."""
+
+    request_id: int
+    vectors: list[list[float]]
+    prompt_tokens: int
 
 
 Event = (
@@ -161,4 +220,5 @@ Event = (
     | RequestRejected
     | TextDelta
     | Finished
+    | Embedded
 )

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.worker.messages import GenerationRequest
+from engine.worker.messages import GenerationRequest, OutputConstraint
 
 logger = logging.getLogger(__name__)
 
@@ -32,18 +32,53 @@ class PreparedRequest:
     prompt_ids: list[int]
     max_tokens: int
     config: Any  # openvino_genai.GenerationConfig
+    opens_reasoning: bool = False
+
+
+# Fill-in-the-middle token triples (prefix, suffix, middle) of the model families that have them.
+FIM_TOKENS = (
+    ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),  # Qwen2.5-Coder, StarCoder2
+    ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),  # StarCoder, SantaCoder
+    (
+        "<\uff5cfim\u2581begin\uff5c>",
+        "<\uff5cfim\u2581hole\uff5c>",
+        "<\uff5cfim\u2581end\uff5c>",
+    ),  # DeepSeek
+    ("[PREFIX]", "[SUFFIX]", "[MIDDLE]"),  # Codestral
+)
+
+
+def find_fim_tokens(tokenizer: Any) -> tuple[str, str, str] | None:
+    """The FIM tokens in the tokenizer's vocabulary, if the model has a whole set."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception:  # an old tokenizer IR without a vocabulary: no FIM
+        logger.debug("tokenizer has no vocabulary", exc_info=True)
+        return None
+    for triple in FIM_TOKENS:
+        if all(token.encode("utf-8") in vocab or token in vocab for token in triple):
+            return triple
+    return None
 
 
 def prepare(
-    request: GenerationRequest, tokenizer: Any, base_config: Any, context_length: int | None
+    request: GenerationRequest,
+    tokenizer: Any,
+    base_config: Any,
+    context_length: int | None,
+    fim_tokens: tuple[str, str, str] | None = None,
 ) -> PreparedRequest:
     """Template, tokenize and size-check a request.
 
     Raises:
-        RequestError: the prompt cannot be templated, or prompt plus ``max_tokens`` exceeds
-            the model's context (never truncated silently).
+        RequestError: the prompt cannot be templated, the model has no FIM tokens for a
+            ``suffix``, or prompt plus ``max_tokens`` exceeds the model's context (never
+            truncated silently).
     """
-    prompt_ids = _prompt_ids(request, tokenizer)
+    text, add_special = _prompt_text(request, tokenizer, fim_tokens)
+    encoded = tokenizer.encode(text, add_special_tokens=add_special)
+    prompt_ids = [int(i) for i in encoded.input_ids.data[0]]
+    opens_reasoning = request.messages is not None and text.rstrip().endswith("<think>")
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
@@ -70,15 +105,21 @@ def prepare(
         max_tokens = context_length - prompt_tokens
     else:
         max_tokens = DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT
-    return PreparedRequest(prompt_ids, max_tokens, _config(request, base_config, max_tokens))
+    return PreparedRequest(
+        prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
+    )
 
 
-def _prompt_ids(request: GenerationRequest, tokenizer: Any) -> list[int]:
+def _prompt_text(
+    request: GenerationRequest, tokenizer: Any, fim_tokens: tuple[str, str, str] | None
+) -> tuple[str, bool]:
+    """The prompt text and whether the tokenizer should add its special tokens (BOS)."""
     if request.messages is not None:
         try:
             text = tokenizer.apply_chat_template(
                 request.messages,
                 add_generation_prompt=True,
+                tools=request.tools or None,
                 extra_context=request.chat_template_kwargs or None,
             )
         except Exception as exc:
@@ -87,12 +128,16 @@ def _prompt_ids(request: GenerationRequest, tokenizer: Any) -> list[int]:
                 f"the model's chat template rejected the messages: {exc}",
                 "messages",
             ) from exc
-        add_special = False
-    else:
-        text = request.prompt or ""
-        add_special = True
-    encoded = tokenizer.encode(text, add_special_tokens=add_special)
-    return [int(i) for i in encoded.input_ids.data[0]]
+        return str(text), False
+    prompt = request.prompt or ""
+    if request.suffix is None:
+        return prompt, True
+    if fim_tokens is None:
+        raise RequestError(
+            "fim_unsupported", "the model has no fill-in-the-middle tokens", "suffix"
+        )
+    prefix, suffix, middle = fim_tokens
+    return f"{prefix}{prompt}{suffix}{request.suffix}{middle}", True
 
 
 def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
@@ -122,11 +167,42 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
         config.frequency_penalty = s.frequency_penalty
     if s.repetition_penalty is not None:
         config.repetition_penalty = s.repetition_penalty
+    if request.logprobs:
+        config.logprobs = 1  # GenAI returns the chosen token's log-probability only
+    if request.constraint is not None:
+        # A schema XGrammar cannot compile must be refused here: once added, it fails every
+        # later pipeline step, for every request.
+        config.structured_output_config = _structured(request.constraint)
+        try:
+            config.validate()
+        except Exception as exc:
+            raise RequestError(
+                "invalid_request",
+                f"{request.constraint.param}: the JSON schema cannot be enforced: "
+                f"{_first_line(exc)}",
+                request.constraint.param,
+            ) from exc
     try:
         config.validate()
     except Exception as exc:
         raise RequestError("invalid_request", f"invalid sampling parameters: {exc}") from exc
     return config
+
+
+def _structured(constraint: OutputConstraint) -> Any:
+    import openvino_genai as ov_genai
+
+    so = ov_genai.StructuredOutputConfig
+    if not constraint.begin and not constraint.end:
+        return so(json_schema=constraint.json_schema)
+    tag = so.Tag(constraint.begin, so.JSONSchema(constraint.json_schema), constraint.end)
+    return so(compound_grammar=tag)
+
+
+def _first_line(exc: Exception) -> str:
+    """The message of a GenAI/XGrammar error without its source location prefix."""
+    line = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    return line.rsplit(": ", 1)[-1] if ".cc:" in line or ".cpp:" in line else line
 
 
 def _base_temperature(base: Any) -> float:

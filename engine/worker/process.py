@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
+from engine.worker.embeddings import EmbeddingRunner
 from engine.worker.messages import (
     Cancel,
     Command,
+    Embed,
+    Embedded,
     Event,
     LoadModel,
     LoadProgress,
@@ -60,6 +63,8 @@ class Worker:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._backend: Backend | None = None
+        self._embeddings = EmbeddingRunner()
+        self._loaded: LoadModel | None = None
         self._stopping = False
 
     def run(self) -> None:
@@ -69,6 +74,8 @@ class Worker:
             self._poll(0.0 if busy else IDLE_POLL_SECONDS)
             if self._backend is not None and self._backend.has_work() and not self._stopping:
                 self._backend.step(self._send, lambda: self._poll(0.0))
+                if self._backend.broken and self._loaded is not None:
+                    self._load(self._loaded)
         if self._backend is not None:
             self._backend.close()
 
@@ -98,8 +105,22 @@ class Worker:
         elif isinstance(command, UnloadModel):
             self._unload()
             self._send([ModelUnloaded()])
+        elif isinstance(command, Embed):
+            self._send([self._embed(command)])
         elif isinstance(command, Shutdown):
             self._stopping = True
+
+    def _embed(self, command: Embed) -> Event:
+        try:
+            vectors, tokens = self._embeddings.embed(
+                command.spec, command.device, list(command.texts)
+            )
+        except Exception as exc:
+            logger.exception("embedding with %s failed", command.spec.id)
+            return RequestRejected(
+                command.request_id, "internal", f"embedding failed: {_load_error(exc)}"
+            )
+        return Embedded(command.request_id, vectors, tokens)
 
     def _unload(self) -> None:
         if self._backend is not None:
@@ -120,10 +141,21 @@ class Worker:
             self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
             return
         self._backend = backend
+        self._loaded = command
         seconds = time.perf_counter() - started
         logger.info("loaded %s on %s (%s) in %.1fs", spec.id, command.device, backend.name, seconds)
         self._send(
-            [ModelLoaded(spec, command.device, backend.name, seconds, backend.context_length)]
+            [
+                ModelLoaded(
+                    spec,
+                    command.device,
+                    backend.name,
+                    seconds,
+                    backend.context_length,
+                    backend.chat_template,
+                    backend.fim_tokens,
+                )
+            ]
         )
 
 

@@ -56,11 +56,19 @@ class IncrementalDetokenizer:
     character), in which case wait for the next token. Unlike GenAI's ``TextStreamer`` it
     releases text as soon as it is complete, so it adds no delay to the first token.
 
+    Special tokens are decoded too (``skip_special_tokens=False``): GenAI's GGUF tokenizer
+    counts every added token as special, so skipping them would drop ``<tool_call>`` and
+    ``<think>`` there. Instead the tokens that only end a turn (``hidden_ids``: EOS, stop
+    tokens, BOS/pad) are dropped before decoding, on every model format alike.
+
     Not thread-safe; one per request, used only on the worker's loop.
     """
 
-    def __init__(self, tokenizer: Any, stops: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tokenizer: Any, stops: tuple[str, ...] = (), hidden_ids: frozenset[int] = frozenset()
+    ) -> None:
         self._tokenizer = tokenizer
+        self._hidden = hidden_ids
         self._ids: list[int] = []
         self._prefix = 0  # start of the window decoded for context
         self._read = 0  # tokens before this index have been released as text
@@ -70,8 +78,14 @@ class IncrementalDetokenizer:
         """Decode new tokens; return the text that is safe to send now."""
         if self.stop.matched:
             return ""
-        self._ids.extend(token_ids)
+        self._ids.extend(t for t in token_ids if t not in self._hidden)
         return self.stop.feed(self._decode_new(final=False))
+
+    def token_text(self, token_id: int) -> str:
+        """One token on its own (for logprobs; may be part of a multi-byte character)."""
+        if token_id in self._hidden:
+            return ""
+        return str(self._tokenizer.decode([token_id], skip_special_tokens=False))
 
     def finish(self) -> str:
         """Release any held-back text at the end of generation."""
@@ -83,7 +97,10 @@ class IncrementalDetokenizer:
     def _decode_new(self, *, final: bool) -> str:
         if self._read >= len(self._ids):
             return ""
-        decode = self._tokenizer.decode
+
+        def decode(ids: list[int]) -> str:
+            return str(self._tokenizer.decode(ids, skip_special_tokens=False))
+
         before = decode(self._ids[self._prefix : self._read]) if self._read > self._prefix else ""
         after = decode(self._ids[self._prefix :])
         if len(after) <= len(before) or (after.endswith("\ufffd") and not final):

@@ -4,12 +4,18 @@ Requests are pydantic models that accept unknown fields (IDE plugins send many) 
 serving code log them. Responses are built as plain dicts by small functions here, so the
 streaming path stays cheap and every chunk has exactly OpenAI's shape.
 
-Room is left for tools, response_format and reasoning (the next issue): they are accepted
-here and refused explicitly by the serving code until implemented.
+Tools, ``tool_choice``, ``response_format`` and reasoning fields are validated here (a bad
+one is a 400 naming it); the serving code turns them into templating, constrained decoding
+and reply parsing.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
+import re
+import struct
 import time
 import uuid
 from typing import Any, Literal
@@ -30,11 +36,26 @@ class TextContentPart(BaseModel):
     text: str
 
 
+class ToolCallFunction(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class AssistantToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextContentPart] | None = None
     name: str | None = None
+    tool_calls: list[AssistantToolCall] | None = None
+    tool_call_id: str | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -92,14 +113,96 @@ class _SamplingFields(_Request):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDefinition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JSONSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    name: str = "response"
+    description: str | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _needs_schema(self) -> ResponseFormat:
+        if self.type == "json_schema" and (
+            self.json_schema is None or self.json_schema.json_schema is None
+        ):
+            raise ValueError("json_schema.schema is required when type is 'json_schema'")
+        if self.json_schema is not None and self.json_schema.json_schema is not None:
+            check_schema(self.json_schema.json_schema)
+        return self
+
+
+_SCHEMA_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
+
+
+def check_schema(schema: Any, path: str = "schema") -> None:
+    """Reject schemas that are not JSON Schema objects (GenAI checks the rest)."""
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        raise ValueError(f"{path} must be a JSON Schema object")
+    kinds = schema.get("type")
+    for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
+        if kind not in _SCHEMA_TYPES:
+            raise ValueError(f"{path}.type: unknown JSON Schema type {kind!r}")
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise ValueError(f"{path}.properties must be an object")
+    for key, value in properties.items():
+        check_schema(value, f"{path}.properties.{key}")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise ValueError(f"{path}.required must be a list of property names")
+    if "items" in schema:
+        check_schema(schema["items"], f"{path}.items")
+    pattern = schema.get("pattern")
+    if pattern is not None:
+        # XGrammar accepts a bad pattern at submit time and fails inside the engine step.
+        try:
+            re.compile(str(pattern))
+        except re.error as exc:
+            raise ValueError(f"{path}.pattern is not a valid regular expression: {exc}") from exc
+
+
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    # Accepted now, served by the next issue's tool/format/reasoning support.
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
-    response_format: dict[str, Any] | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
     @model_validator(mode="after")
     def _token_limit(self) -> ChatCompletionRequest:
@@ -107,23 +210,74 @@ class ChatCompletionRequest(_SamplingFields):
             self.max_tokens = self.max_completion_tokens
         return self
 
+    @model_validator(mode="after")
+    def _tool_choice(self) -> ChatCompletionRequest:
+        names = [t.function.name for t in self.tools or []]
+        if self.tool_choice in ("required",) and not names:
+            raise ValueError("tool_choice: 'required' needs at least one tool in tools")
+        choice = self.tool_choice
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise ValueError(f"tool_choice: no tool named '{choice.function.name}' in tools")
+        for tool in self.tools or []:
+            if tool.function.parameters is not None:
+                try:
+                    check_schema(tool.function.parameters, f"{tool.function.name}.parameters")
+                except ValueError as exc:
+                    raise ValueError(f"tools: {exc}") from exc
+        return self
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether tools are offered and the model may (or must) call them."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def tool_dicts(self) -> list[dict[str, Any]]:
+        return [t.model_dump(exclude_none=True) for t in self.tools or []]
+
+    def template_kwargs(self) -> dict[str, Any]:
+        """``chat_template_kwargs`` plus what ``reasoning_effort`` means to templates."""
+        kwargs = dict(self.chat_template_kwargs or {})
+        if self.reasoning_effort is not None:
+            kwargs.setdefault("reasoning_effort", self.reasoning_effort)
+            if self.reasoning_effort == "none":
+                kwargs.setdefault("enable_thinking", False)
+        return kwargs
+
     def template_messages(self) -> list[dict[str, Any]]:
-        """Messages as the chat template expects them (content flattened to text)."""
+        """Messages as chat templates expect them: text content, tool-call arguments as dicts."""
         out = []
         for message in self.messages:
             role = "system" if message.role == "developer" else message.role
             item: dict[str, Any] = {"role": role, "content": message.text()}
             if message.name:
                 item["name"] = message.name
+            if message.tool_calls:
+                item["tool_calls"] = [_template_call(c) for c in message.tool_calls]
+            if message.tool_call_id:
+                item["tool_call_id"] = message.tool_call_id
             out.append(item)
         return out
+
+
+def _template_call(call: AssistantToolCall) -> dict[str, Any]:
+    arguments: Any = call.function.arguments
+    if isinstance(arguments, str):
+        with contextlib.suppress(json.JSONDecodeError):  # else the template shows the text
+            arguments = json.loads(arguments) if arguments.strip() else {}
+    item: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": arguments},
+    }
+    if call.id:
+        item["id"] = call.id
+    return item
 
 
 class CompletionRequest(_SamplingFields):
     prompt: str | list[str]
     echo: bool = False
     suffix: str | None = None
-    logprobs: int | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=5)
 
     @field_validator("prompt")
     @classmethod
@@ -155,8 +309,53 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+class EmbeddingRequest(_Request):
+    model: str
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(default=None, ge=1)
+    user: str | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _texts_only(
+        cls, value: str | list[str] | list[int] | list[list[int]]
+    ) -> str | list[str] | list[int] | list[list[int]]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("input must not be empty")
+            if len(value) > 2048:
+                raise ValueError("at most 2048 inputs are allowed per request")
+            if not all(isinstance(v, str) for v in value):
+                raise ValueError("token-id input is not supported; send text")
+        return value
+
+    def texts(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else [str(v) for v in self.input]
+
+
+def chat_message(
+    content: str | None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    """The assistant message of a whole answer (``content`` is null when only tools answer)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
 def chat_completion(
-    rid: str, created: int, model: str, text: str, finish_reason: str, usage_: dict[str, int]
+    rid: str,
+    created: int,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    usage_: dict[str, int],
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "id": rid,
@@ -166,8 +365,8 @@ def chat_completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": None,
+                "message": message,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
             }
         ],
@@ -210,6 +409,7 @@ def text_completion(
     usage_: dict[str, int] | None,
     *,
     chunk: bool = False,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": rid,
@@ -218,7 +418,7 @@ def text_completion(
         "model": model,
         "choices": []
         if text is None
-        else [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        else [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}],
     }
     if usage_ is not None or not chunk:
         body["usage"] = usage_
@@ -227,3 +427,52 @@ def text_completion(
 
 def model_card(model_id: str, created: int, **extra: Any) -> dict[str, Any]:
     return {"id": model_id, "object": "model", "created": created, "owned_by": "sidelight", **extra}
+
+
+def completion_logprobs(tokens: list[tuple[str, float]], offset: int) -> dict[str, Any]:
+    """Legacy completions ``logprobs``: GenAI reports only the chosen token's probability."""
+    offsets, position = [], offset
+    for token, _ in tokens:
+        offsets.append(position)
+        position += len(token)
+    return {
+        "tokens": [t for t, _ in tokens],
+        "token_logprobs": [lp for _, lp in tokens],
+        "top_logprobs": [{t: lp} for t, lp in tokens],
+        "text_offset": offsets,
+    }
+
+
+def chat_logprobs(tokens: list[tuple[str, float]]) -> dict[str, Any]:
+    """Chat ``logprobs.content`` entries (``top_logprobs`` holds the chosen token only)."""
+    content = []
+    for token, logprob in tokens:
+        raw = list(token.encode("utf-8"))
+        content.append(
+            {
+                "token": token,
+                "logprob": logprob,
+                "bytes": raw,
+                "top_logprobs": [{"token": token, "logprob": logprob, "bytes": raw}],
+            }
+        )
+    return {"content": content, "refusal": None}
+
+
+def embedding_list(
+    model: str, vectors: list[list[float]], encoding: str, prompt_tokens: int
+) -> dict[str, Any]:
+    def encode(vector: list[float]) -> list[float] | str:
+        if encoding == "base64":
+            return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+        return vector
+
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": encode(v)}
+            for i, v in enumerate(vectors)
+        ],
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    }

@@ -9,11 +9,13 @@ from starlette.routing import Route
 from engine.server.openai.serving import OpenAIServing
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
+from engine.server.openai.serving_embeddings import EmbeddingServing
 
 
 def openai_routes(serving: OpenAIServing) -> list[Route]:
     chat = ChatServing(serving)
     completions = CompletionServing(serving)
+    embeddings = EmbeddingServing(serving)
 
     async def list_models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": serving.model_cards()})
@@ -24,6 +26,7 @@ def openai_routes(serving: OpenAIServing) -> list[Route]:
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),
         Route("/v1/completions", completions.create, methods=["POST"]),
+        Route("/v1/embeddings", embeddings.create, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
     ]

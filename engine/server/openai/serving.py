@@ -33,7 +33,7 @@ from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.openai import protocol
 from engine.store import ModelStore, StoreError
-from engine.worker.messages import Finished, SamplingParams
+from engine.worker.messages import Finished, OutputConstraint, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class Collected:
 
     text: str
     result: Finished
+    logprobs: list[tuple[str, float]]
 
 
 class OpenAIServing:
@@ -94,6 +95,9 @@ class OpenAIServing:
             error = exc.errors()[0]
             param = ".".join(str(p) for p in error["loc"]) or None
             message = error["msg"].removeprefix("Value error, ")
+            named = message.split(":", 1)[0]
+            if param is None and named in model_type.model_fields:
+                param, message = named, message.split(":", 1)[1].strip()
             raise APIError(
                 400, f"{param}: {message}" if param else message, param=param, code="invalid_value"
             ) from exc
@@ -139,6 +143,13 @@ class OpenAIServing:
         status = self._status()
         if status.model is None or status.model.id != name:
             spec = self._seen.get(name) or self._stored_spec(name)
+            if spec.task != "chat":
+                raise APIError(
+                    400,
+                    f"'{name}' is an embedding model; use POST /v1/embeddings with it",
+                    param="model",
+                    code="model_not_generative",
+                )
             current = status.model.id if status.model else "no model"
             logger.info("request for %s: switching from %s", name, current)
             self.engine.load(spec, status.device)
@@ -157,6 +168,23 @@ class OpenAIServing:
             code="model_loading",
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
+
+    def embedding_spec(self, name: str) -> ModelSpec:
+        """The embedding model ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
+        """
+        spec = self._seen.get(name) or self._stored_spec(name)
+        if spec.task != "embeddings":
+            raise APIError(
+                400,
+                f"'{name}' is not an embedding model; embeddings need one (e.g. bge, e5, "
+                "nomic-embed) in the model store",
+                param="model",
+                code="model_not_embedding",
+            )
+        return spec
 
     def _stored_spec(self, name: str) -> ModelSpec:
         if self.store is None:
@@ -179,6 +207,10 @@ class OpenAIServing:
         stop: tuple[str, ...],
         sampling: SamplingParams,
         chat_template_kwargs: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        constraint: OutputConstraint | None = None,
+        suffix: str | None = None,
+        logprobs: bool = False,
     ) -> RequestStream:
         """Submit to the engine and wait until it accepts (or refuses) the request."""
         try:
@@ -189,6 +221,10 @@ class OpenAIServing:
                 stop=stop,
                 sampling=sampling,
                 chat_template_kwargs=chat_template_kwargs,
+                tools=tools,
+                constraint=constraint,
+                suffix=suffix,
+                logprobs=logprobs,
             )
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
@@ -205,7 +241,9 @@ class OpenAIServing:
     async def collect(self, stream: RequestStream) -> Collected:
         """Gather a whole generation; an engine failure becomes a 5xx."""
         pieces: list[str] = []
+        logprobs: list[tuple[str, float]] = []
         async for event in stream:
+            logprobs.extend((t.token, t.logprob) for t in event.logprobs)
             if isinstance(event, Finished):
                 if event.finish_reason == "error":
                     raise APIError(
@@ -215,7 +253,7 @@ class OpenAIServing:
                         headers={"Retry-After": "2"},
                     )
                 pieces.append(event.text)
-                return Collected("".join(pieces), event)
+                return Collected("".join(pieces), event, logprobs)
             pieces.append(event.text)
         raise APIError(500, "the engine ended the request without a result")
 

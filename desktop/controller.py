@@ -1,0 +1,309 @@
+"""``Controller``: the app's engine, HTTP server, model store and devices, seen from Qt.
+
+Views observe it through signals and call its methods; it never touches a widget. Engine
+status arrives on the engine's reader thread and is re-emitted on the GUI thread; the server
+start, device discovery and model specs run on the task manager's pool.
+
+Threading: create and call on the GUI thread; its signals are emitted on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from desktop.state import DesktopState
+from desktop.taskman import TaskManager
+from engine.client import ERROR, LOADING, READY, EngineClient, EngineStatus
+from engine.devices import DeviceInfo, discover_devices
+from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
+from engine.resources import demo_model_path
+from engine.server.app import create_app
+from engine.server.openai.serving import OpenAIServing
+from engine.server.runner import PortInUseError, ServerRunner
+from engine.settings import Settings
+from engine.store import ModelStore, StoreError
+
+logger = logging.getLogger(__name__)
+
+# A load that takes longer than this ends with a notification (the person may have looked away).
+LONG_LOAD_SECONDS = 5.0
+_ACTIVITY_POLL_MS = 300
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the person can pick: the demo model or one from the store."""
+
+    id: str
+    label: str
+    path: Path
+    devices: tuple[str, ...]  # device families it runs on: "CPU", "GPU", "NPU"
+    is_demo: bool = False
+
+    def runs_on(self, device: DeviceInfo) -> bool:
+        return device.kind.upper() in self.devices
+
+
+def demo_choice() -> ModelChoice:
+    return ModelChoice(
+        id=DEMO_MODEL_ID,
+        label="Demo model (tiny, offline)",
+        path=demo_model_path(),
+        devices=("CPU", "GPU"),
+        is_demo=True,
+    )
+
+
+class Controller(QObject):
+    """Owns what the tray, the chat window and the dialogs share."""
+
+    status_changed = Signal(object)  # EngineStatus
+    server_changed = Signal()
+    devices_changed = Signal()
+    models_changed = Signal()
+    activity_changed = Signal(bool)  # True while any reply (chat or HTTP) is generating
+    notify = Signal(str, str, bool)  # title, message, is_error
+
+    def __init__(
+        self,
+        settings: Settings,
+        tasks: TaskManager,
+        *,
+        engine: EngineClient | None = None,
+        devices: list[DeviceInfo] | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        """Args:
+        settings: the settings the app started with.
+        tasks: the app's task manager.
+        engine: an engine to use instead of starting one (it is then not closed here).
+        devices: skip device discovery and offer these (tests; discovery is slow).
+        """
+        super().__init__(parent)
+        self.settings = settings
+        self.tasks = tasks
+        self._owns_engine = engine is None
+        self.engine = engine or EngineClient(settings)
+        self.store = ModelStore.from_settings(settings)
+        self.serving = OpenAIServing(self.engine, self.store)
+        self.state = DesktopState.load(settings.paths.config_dir)
+        self.devices: list[DeviceInfo] | None = devices
+        self.server_url: str | None = None
+        self.server_error: str | None = None
+        self.status = self.engine.status()
+        self.last_notification: tuple[str, str, bool] | None = None
+        self._models: list[ModelChoice] = []
+        self._runner: ServerRunner | None = None
+        self._server_lock = threading.Lock()
+        self._load_started: float | None = None
+        self._active = False
+        self._remove_listener = self.engine.add_listener(self._on_engine_status)
+        self._activity_timer = QTimer(self)
+        self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
+        self._activity_timer.timeout.connect(self._poll_activity)
+        self.notify.connect(self._remember_notification)
+        self.refresh_models()
+
+    # ---- start and stop ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the engine, the HTTP server and device discovery; load the last model."""
+        self._activity_timer.start()
+        if self.devices is None:
+            self.tasks.run_in_background(discover_devices, self._on_devices)
+        self.start_server()
+        if self._owns_engine:
+            self.tasks.run_in_background(self.engine.start, lambda f: self._load_last())
+        else:
+            self._load_last()
+
+    def shutdown(self) -> None:
+        """Stop the server and (if it is ours) the engine; blocks for a few seconds at most."""
+        self._activity_timer.stop()
+        self._remove_listener()
+        with self._server_lock:
+            if self._runner is not None:
+                self._runner.stop()
+                self._runner = None
+        if self._owns_engine:
+            self.engine.close()
+        self.state.save(self.settings.paths.config_dir)
+
+    def _load_last(self) -> None:
+        wanted = self.state.last_model
+        known = {m.id for m in self._models}
+        if wanted not in known:
+            if wanted:
+                logger.warning("the last model %s is gone; loading the demo model", wanted)
+            wanted = DEMO_MODEL_ID
+        device = self.state.last_device or self.settings.device
+        status = self.engine.status()
+        model = status.model.id if status.model else None
+        if (status.state, model, status.device) == (READY, wanted, device):
+            self._apply_status(status)  # an engine handed over ready: nothing to load
+            return
+        self.select_model(wanted, device)
+
+    # ---- the HTTP server ---------------------------------------------------------------
+
+    def start_server(self) -> None:
+        """(Re)start the server with the current settings, off the GUI thread."""
+        settings, store = self.settings, self.store
+
+        def restart() -> str:
+            with self._server_lock:
+                if self._runner is not None:
+                    self._runner.stop()
+                    self._runner = None
+                app = create_app(settings, self.engine, store)
+                runner = ServerRunner(app, settings.host, settings.port)
+                runner.start()
+                self._runner = runner
+                return runner.url
+
+        self.tasks.run_in_background(restart, self._on_server_started)
+
+    def _on_server_started(self, future: Future[str]) -> None:
+        try:
+            self.server_url, self.server_error = future.result(), None
+            logger.info("serving on %s/v1", self.server_url)
+        except (PortInUseError, RuntimeError, OSError) as exc:
+            self.server_url, self.server_error = None, str(exc)
+            self.notify.emit("Sidelight server not started", str(exc), True)
+        self.server_changed.emit()
+
+    @property
+    def api_base_url(self) -> str | None:
+        return f"{self.server_url}/v1" if self.server_url else None
+
+    # ---- models and devices ------------------------------------------------------------
+
+    def models(self) -> list[ModelChoice]:
+        return list(self._models)
+
+    def refresh_models(self) -> None:
+        """Re-read the store (a few small manifest files) and tell the views."""
+        choices = [demo_choice()]
+        try:
+            stored = self.store.list()
+        except (StoreError, OSError) as exc:
+            logger.warning("cannot list the model store: %s", exc)
+            stored = []
+        choices.extend(
+            ModelChoice(
+                id=m.id,
+                label=m.manifest.name if m.manifest.name != m.id else m.id,
+                path=m.path,
+                devices=tuple(d.upper() for d in m.manifest.devices),
+            )
+            for m in stored
+            if m.manifest.task == "chat"
+        )
+        if choices != self._models:
+            self._models = choices
+            self.models_changed.emit()
+
+    def choice(self, model_id: str | None) -> ModelChoice | None:
+        return next((m for m in self._models if m.id == model_id), None)
+
+    @property
+    def active_model_id(self) -> str | None:
+        return self.status.model.id if self.status.model else None
+
+    @property
+    def active_device(self) -> str | None:
+        return self.status.device
+
+    def select_model(self, model_id: str, device: str | None = None) -> None:
+        """Switch to ``model_id`` (on ``device``, default: the current one); returns at once."""
+        choice = self.choice(model_id)
+        if choice is None:
+            self.notify.emit("Model not found", f"{model_id} is not in the model store", True)
+            return
+        # After a failed load, fall back to the last device that worked, not the failed one.
+        current = self.active_device if self.status.state != ERROR else None
+        device = device or current or self.state.last_device or self.settings.device
+
+        def spec() -> ModelSpec:
+            return spec_from_path(choice.path, model_id=choice.id)
+
+        def load(future: Future[ModelSpec]) -> None:
+            try:
+                spec = future.result()
+            except (ModelError, OSError) as exc:
+                self.notify.emit(f"Cannot load {choice.id}", str(exc), True)
+                return
+            self._load_started = time.monotonic()
+            self.engine.load(spec, device)
+
+        self.tasks.run_in_background(spec, load)
+
+    def select_device(self, device: str) -> None:
+        """Reload the active (or last) model on ``device``."""
+        model_id = self.active_model_id or self.state.last_model or DEMO_MODEL_ID
+        self.select_model(model_id, device)
+
+    def _on_devices(self, future: Future[list[DeviceInfo]]) -> None:
+        try:
+            self.devices = future.result()
+        except Exception as exc:
+            logger.exception("device discovery failed")
+            self.devices = []
+            self.notify.emit("No OpenVINO devices", str(exc), True)
+        self.devices_changed.emit()
+
+    # ---- settings ----------------------------------------------------------------------
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Use new settings: a new store folder, and a server restart if its options moved."""
+        old, self.settings = self.settings, settings
+        self.store = ModelStore.from_settings(settings)
+        self.serving = OpenAIServing(self.engine, self.store)
+        self.refresh_models()
+        server_keys = ("host", "port", "api_key", "allowed_origins", "allowed_hosts")
+        moved = old.paths.models_dir != settings.paths.models_dir  # the server lists the store
+        if moved or any(getattr(old, k) != getattr(settings, k) for k in server_keys):
+            self.start_server()
+
+    # ---- engine status -----------------------------------------------------------------
+
+    def _on_engine_status(self, status: EngineStatus) -> None:
+        """Engine reader thread: hop to the GUI thread."""
+        self.tasks.run_on_main(lambda: self._apply_status(status))
+
+    def _apply_status(self, status: EngineStatus) -> None:
+        previous, self.status = self.status, status
+        if status.state == READY and previous.state != READY and status.model is not None:
+            self.state.last_model, self.state.last_device = status.model.id, status.device
+            self.state.save(self.settings.paths.config_dir)
+            if self._load_started and time.monotonic() - self._load_started > LONG_LOAD_SECONDS:
+                self.notify.emit("Model ready", f"{status.model.id} on {status.device}", False)
+            self._load_started = None
+        elif status.state == ERROR and previous.state != ERROR:
+            self._load_started = None
+            self.notify.emit("Sidelight engine error", status.message or "unknown error", True)
+        elif status.state == LOADING and self._load_started is None:
+            self._load_started = time.monotonic()
+        self.status_changed.emit(status)
+
+    def _poll_activity(self) -> None:
+        # The engine reports state changes, not request starts: poll its cheap counter.
+        active = self.engine.status().active_requests > 0
+        if active != self._active:
+            self._active = active
+            self.activity_changed.emit(active)
+
+    @property
+    def generating(self) -> bool:
+        return self._active
+
+    def _remember_notification(self, title: str, message: str, is_error: bool) -> None:
+        self.last_notification = (title, message, is_error)
+        (logger.warning if is_error else logger.info)("%s: %s", title, message)

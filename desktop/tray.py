@@ -1,0 +1,179 @@
+"""The tray icon and its menu. The menu is rebuilt each time it opens (``aboutToShow``).
+
+Threading: GUI thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction, QActionGroup, QGuiApplication
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from desktop.controller import Controller
+from desktop.icons import icon, state_icon_name
+from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING, STOPPED
+
+logger = logging.getLogger(__name__)
+
+_MAX_STATUS = 70
+
+
+def status_text(controller: Controller) -> str:
+    """One line saying what the engine is doing, as the menu's first entry shows it."""
+    status = controller.status
+    model = status.model.id if status.model else None
+    if status.state == READY:
+        busy = ", generating" if controller.generating else ""
+        return f"Ready: {model} on {status.device}{busy}"
+    if status.state == ERROR:
+        return _shorten(f"Error: {status.message or 'the engine failed'}")
+    texts = {
+        LOADING: f"Loading {model} on {status.device}…",
+        STARTING: "Starting the engine…",
+        STOPPED: "Starting the engine…",
+        RESTARTING: "The engine is restarting…",
+        IDLE: "No model loaded",
+    }
+    return texts.get(status.state, status.state)
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _MAX_STATUS else text[: _MAX_STATUS - 1] + "…"
+
+
+class TrayMenu(QMenu):
+    """Server state and URL, Models, Device, the windows, Quit."""
+
+    open_chat = Signal()
+    open_models = Signal()
+    open_settings = Signal()
+    quit_requested = Signal()
+
+    def __init__(self, controller: Controller) -> None:
+        super().__init__()
+        self.controller = controller
+        # Submenus live as long as the menu; only their entries are rebuilt.
+        self.models_menu = QMenu("Models", self)
+        self.devices_menu = QMenu("Device", self)
+        self.aboutToShow.connect(self.rebuild)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.controller.refresh_models()
+        self.clear()
+        state = self.addAction(status_text(self.controller))
+        state.setEnabled(False)
+        url = self.controller.api_base_url
+        if url:
+            copy = self.addAction(f"Copy API URL  {url}")
+            copy.setToolTip("Copies the OpenAI base URL for IDE plugins")
+            copy.triggered.connect(lambda: self._copy(url))
+        else:
+            error = self.controller.server_error or "starting…"
+            self.addAction(_shorten(f"Server: {error}")).setEnabled(False)
+        self.addSeparator()
+        self._fill_models()
+        self.addMenu(self.models_menu)
+        self._fill_devices()
+        self.addMenu(self.devices_menu)
+        self.addAction("Download models…").triggered.connect(self.open_models)
+        self.addSeparator()
+        self.addAction("Open chat").triggered.connect(self.open_chat)
+        self.addAction("Settings…").triggered.connect(self.open_settings)
+        self.addSeparator()
+        self.addAction("Quit Sidelight").triggered.connect(self.quit_requested)
+
+    def _fill_models(self) -> None:
+        menu, controller = self.models_menu, self.controller
+        menu.clear()
+        group = QActionGroup(menu)
+        active = controller.active_model_id
+        loading = controller.status.state == LOADING
+        for choice in controller.models():
+            plain = choice.is_demo or choice.label == choice.id
+            label = choice.label if plain else f"{choice.label} ({choice.id})"
+            if choice.id == active and loading:
+                label += " — loading…"
+            action = QAction(label, menu, checkable=True)
+            action.setData(choice.id)
+            action.setChecked(choice.id == active)
+            action.triggered.connect(lambda _=False, m=choice.id: controller.select_model(m))
+            group.addAction(action)
+            menu.addAction(action)
+        menu.addSeparator()
+        menu.addAction("Download models…").triggered.connect(self.open_models)
+
+    def _fill_devices(self) -> None:
+        menu, controller = self.devices_menu, self.controller
+        menu.clear()
+        if controller.devices is None:
+            menu.addAction("Detecting devices…").setEnabled(False)
+            return
+        group = QActionGroup(menu)
+        model = controller.choice(controller.active_model_id)
+        for device in controller.devices:
+            action = QAction(device.label, menu, checkable=True)
+            action.setData(device.name)
+            action.setChecked(device.name == controller.active_device)
+            if model is not None and not model.runs_on(device):
+                action.setEnabled(False)
+                action.setToolTip(f"{model.id} cannot run on {device.kind.upper()}")
+            action.triggered.connect(lambda _=False, d=device.name: controller.select_device(d))
+            group.addAction(action)
+            menu.addAction(action)
+        menu.setToolTipsVisible(True)
+
+    def _copy(self, url: str) -> None:
+        QGuiApplication.clipboard().setText(url)
+        self.controller.notify.emit("Copied", f"{url} is on the clipboard", False)
+
+    def find_action(self, menu: QMenu, data: str) -> QAction:
+        """The entry of ``menu`` whose data is ``data`` (for tests and keyboard access)."""
+        for action in menu.actions():
+            if action.data() == data:
+                return action
+        raise LookupError(data)
+
+
+class TrayIcon(QSystemTrayIcon):
+    """The icon: its picture follows the engine state; a click opens the chat."""
+
+    def __init__(self, controller: Controller, parent: QObject | None = None) -> None:
+        super().__init__(icon("idle"), parent)
+        self.controller = controller
+        self.menu = TrayMenu(controller)
+        self.setContextMenu(self.menu)
+        self.icon_name = "idle"
+        self.activated.connect(self._on_activated)
+        controller.status_changed.connect(self.refresh)
+        controller.activity_changed.connect(self.refresh)
+        controller.server_changed.connect(self.refresh)
+        controller.notify.connect(self.show_notification)
+        self.refresh()
+
+    def refresh(self) -> None:
+        controller = self.controller
+        name = state_icon_name(
+            controller.status, controller.generating, controller.server_error is not None
+        )
+        if name != self.icon_name:
+            self.icon_name = name
+            self.setIcon(icon(name))
+        url = controller.api_base_url or controller.server_error or "starting"
+        self.setToolTip(f"Sidelight — {status_text(controller)}\n{url}")
+
+    def show_notification(self, title: str, message: str, is_error: bool) -> None:
+        if not (self.isVisible() and self.supportsMessages()):
+            return
+        kind = (
+            QSystemTrayIcon.MessageIcon.Warning
+            if is_error
+            else QSystemTrayIcon.MessageIcon.Information
+        )
+        self.showMessage(title, message, kind, 8000)
+
+    def _on_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.menu.open_chat.emit()

@@ -1,0 +1,1 @@
+"""Windows and dialogs: the chat window, the model manager, settings and the welcome."""

@@ -1,0 +1,123 @@
+"""The chat window's status strip: memory (app + engine), tokens/s, TTFT and a sparkline.
+
+Threading: GUI thread only. Memory is sampled once a second on the GUI thread; psutil needs
+tens of microseconds for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QPointF, QSize, Qt, QTimer
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+
+from desktop.metrics import History, MemorySample, format_bytes, sample_memory
+
+MEMORY_COLOUR = QColor("#3d6fb6")
+RATE_COLOUR = QColor("#24944a")
+
+
+class Sparkline(QWidget):
+    """Two small line charts (memory, tokens/s) over the last minutes, each scaled to fit."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.series: list[tuple[History, QColor]] = []
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.setToolTip("Memory (blue) and tokens/s (green) over the last 5 minutes")
+
+    def sizeHint(self) -> QSize:
+        return QSize(120, 22)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = self.rect().adjusted(1, 2, -1, -2)
+        painter.fillRect(self.rect(), self.palette().base())
+        for history, colour in self.series:
+            values = history.values()
+            if len(values) < 2:
+                continue
+            top = max(values) or 1.0
+            step = rect.width() / (len(values) - 1)
+            points = QPolygonF(
+                [
+                    QPointF(rect.left() + i * step, rect.bottom() - rect.height() * v / top)
+                    for i, v in enumerate(values)
+                ]
+            )
+            painter.setPen(QPen(colour, 1.5))
+            painter.drawPolyline(points)
+        painter.end()
+
+
+class StatusStrip(QWidget):
+    """Live figures under the chat. ``worker_pid`` tells it which engine process to measure."""
+
+    def __init__(self, worker_pid: Callable[[], int | None], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._worker_pid = worker_pid
+        self.memory_history = History()
+        self.rate_history = History()
+        self.memory: MemorySample | None = None
+        self.tokens_per_second: float | None = None
+        self.ttft_seconds: float | None = None
+        self._generating = False
+
+        self.memory_label = QLabel()
+        self.rate_label = QLabel()
+        self.ttft_label = QLabel()
+        self.sparkline = Sparkline()
+        self.sparkline.series = [
+            (self.memory_history, MEMORY_COLOUR),
+            (self.rate_history, RATE_COLOUR),
+        ]
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        for label in (self.memory_label, self.rate_label, self.ttft_label):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            layout.addWidget(label)
+        layout.addStretch(1)
+        layout.addWidget(self.sparkline)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(1000)
+        self._timer.timeout.connect(self.sample)
+        self._timer.start()
+        self.sample()
+
+    def sample(self) -> None:
+        """Measure memory now and push one point to each sparkline."""
+        self.memory = sample_memory(self._worker_pid())
+        self.memory_history.add(self.memory.total_bytes)
+        rate = self.tokens_per_second if self._generating else 0.0
+        self.rate_history.add(rate or 0.0)
+        self._render()
+
+    def set_generating(self, generating: bool) -> None:
+        self._generating = generating
+
+    def set_rate(self, tokens_per_second: float | None, ttft_seconds: float | None) -> None:
+        """Show a reply's tokens/s and time to first token (live while it streams)."""
+        if tokens_per_second is not None:
+            self.tokens_per_second = tokens_per_second
+        if ttft_seconds is not None:
+            self.ttft_seconds = ttft_seconds
+        self._render()
+
+    def _render(self) -> None:
+        memory = self.memory
+        if memory is not None:
+            self.memory_label.setText(f"Memory {format_bytes(memory.total_bytes)}")
+            self.memory_label.setToolTip(
+                f"App {format_bytes(memory.app_bytes)} + engine {format_bytes(memory.engine_bytes)}"
+            )
+        rate = self.tokens_per_second
+        self.rate_label.setText(f"{rate:.1f} tokens/s" if rate else "— tokens/s")
+        ttft = self.ttft_seconds
+        self.ttft_label.setText(f"TTFT {ttft * 1000:.0f} ms" if ttft is not None else "TTFT —")
+        self.sparkline.update()

@@ -1,0 +1,292 @@
+"""Take the README's screenshots of the real tray app on a private X display.
+
+    python docs/make_screenshots.py [--out docs/screenshots]
+
+Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
+engine on the demo model, in a fresh Sidelight home. It right-clicks the tray icon with
+xdotool and grabs the open menu, sends two messages in the chat window and grabs it while the
+second reply streams, then opens the model manager. Pictures are taken with ImageMagick's
+``import -window root`` and cropped to the interesting part.
+
+Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick libxcb-icccm4
+libxcb-keysyms1 libxcb-cursor0 fonts-dejavu-core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QWidget
+
+    from desktop.app import DesktopApp
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PORT = 11680
+SCREEN = (1024, 720)
+BACKGROUND = "#4a5568"
+TOOLS = ("Xvfb", "openbox", "trayer", "xdotool", "import", "display")
+
+logger = logging.getLogger("screenshots")
+
+Step = tuple[Callable[[], bool], float]  # wait until this is true, for at most so many seconds
+
+
+def grab(path: Path, x: int, y: int, width: int, height: int) -> None:
+    """Save a screen region as a PNG (blocks for the fraction of a second ``import`` takes)."""
+    x, y = max(0, x), max(0, y)
+    width, height = min(width, SCREEN[0] - x), min(height, SCREEN[1] - y)
+    crop = f"{width}x{height}+{x}+{y}"
+    subprocess.run(["import", "-window", "root", "-crop", crop, "+repage", str(path)], check=True)
+    logger.info("saved %s (%dx%d, %d bytes)", path, width, height, path.stat().st_size)
+
+
+def after(seconds: float) -> Callable[[], bool]:
+    deadline = time.monotonic() + seconds
+    return lambda: time.monotonic() >= deadline
+
+
+def region(*items: QWidget | QRect, margin: int = 12) -> tuple[int, int, int, int]:
+    from PySide6.QtCore import QRect
+
+    rect = QRect()
+    for item in items:
+        rect = rect.united(item if isinstance(item, QRect) else item.frameGeometry())
+    rect = rect.adjusted(-margin, -margin, margin, margin)
+    return rect.x(), rect.y(), rect.width(), rect.height()
+
+
+class Tour:
+    """Drives the running app through the pictures, one step per event-loop tick."""
+
+    def __init__(self, desktop: DesktopApp, out: Path) -> None:
+        self.desktop = desktop
+        self.out = out
+        self.failures: list[str] = []
+
+    def steps(self) -> Iterator[Step]:
+        yield from self.wait_until_ready()
+        yield from self.tray_menu()
+        yield from self.chat_mid_reply()
+        yield from self.model_manager()
+
+    def wait_until_ready(self) -> Iterator[Step]:
+        from engine.client import READY
+
+        controller, tray = self.desktop.controller, self.desktop.tray
+        yield (
+            lambda: (
+                controller.status.state == READY
+                and controller.server_url is not None
+                and controller.devices is not None
+                and tray.geometry().width() > 0
+            ),
+            60,
+        )
+
+    def tray_menu(self) -> Iterator[Step]:
+        """Right-click the icon, hover Models, grab."""
+        icon = self.desktop.tray.geometry()
+        # Click near the icon's lower left corner: the menu opens there and leaves it in view.
+        x, y = icon.left() + 2, icon.bottom() - 2
+        subprocess.Popen(["xdotool", "mousemove", str(x), str(y), "click", "3"])
+        menu = self.desktop.tray.menu
+        yield (menu.isVisible, 10)
+        yield (after(0.3), 2)
+        models = menu.models_menu
+        point = menu.mapToGlobal(menu.actionGeometry(models.menuAction()).center())
+        subprocess.Popen(["xdotool", "mousemove", str(point.x()), str(point.y())])
+        yield (models.isVisible, 10)
+        yield (after(0.6), 2)
+        panel = icon.adjusted(-72, -icon.top(), 16, 4)  # the tray strip around the icon
+        grab(self.out / "tray-menu.png", *region(menu, models, panel))
+        menu.hide()
+
+    def chat_mid_reply(self) -> Iterator[Step]:
+        """A finished reply, then a grab while the next one streams."""
+        from PySide6.QtWidgets import QApplication
+
+        window = self.desktop.chat
+        window.move(24, 48)
+        window.resize(600, 600)
+        window.show_and_raise()
+        window.send("Hello")
+        yield (lambda: not window.busy and window.last_stats is not None, 30)
+        yield (after(1.2), 3)  # a memory sample and a sparkline point
+        captured: list[bool] = []
+
+        def capture(_: object) -> None:
+            if captured or window.chunks_received < 9:
+                return
+            captured.append(True)
+            window._render()  # what the next render tick would show
+            window.repaint()
+            QApplication.sync()
+            grab(self.out / "chat-mid-reply.png", *region(window, margin=0))
+
+        window.send("Count to twenty")
+        assert window._worker is not None
+        window._worker.yielded.connect(capture)
+        yield (lambda: not window.busy, 30)
+        if not captured:
+            self.failures.append("the reply finished before it could be captured")
+        window.hide()
+
+    def model_manager(self) -> Iterator[Step]:
+        dialog = self.desktop.models_dialog()
+        dialog.move(24, 48)
+        dialog.show()
+        yield (lambda: dialog.machine is not None, 30)
+        recommended = dialog.catalog.recommend(dialog.machine) if dialog.machine else None
+        if recommended is not None:
+            dialog.select_entry(recommended.id)
+        yield (after(0.5), 2)
+        grab(self.out / "model-manager.png", *region(dialog, margin=0))
+        dialog.hide()
+
+
+def run_app(out: Path) -> int:
+    """The child process: the app on the display :func:`main` prepared, and the tour."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from desktop.app import DesktopApp
+    from desktop.chat import ChatOptions
+    from engine.settings import load_settings
+    from engine.worker.messages import SamplingParams
+
+    app = QApplication(sys.argv[:1])
+    app.setApplicationName("Sidelight")
+    app.setQuitOnLastWindowClosed(False)
+    settings = load_settings()
+    settings.paths.ensure()
+    greedy = ChatOptions(sampling=SamplingParams(temperature=0))
+    desktop = DesktopApp(settings, chat_options=greedy)
+    desktop.controller.state.welcomed = True  # the welcome is a first-run dialog; skip it
+    desktop.start()
+    tour = Tour(desktop, out)
+    steps = tour.steps()
+    current: list[tuple[Step, float]] = []
+
+    def tick() -> None:
+        if not current:
+            try:
+                current.append((next(steps), time.monotonic()))
+            except StopIteration:
+                app.quit()
+                return
+        (condition, timeout), since = current[0]
+        if condition():
+            current.clear()
+        elif time.monotonic() - since > timeout:
+            tour.failures.append(f"a step timed out after {timeout} s")
+            app.quit()
+            return
+        QTimer.singleShot(50, tick)
+
+    QTimer.singleShot(0, tick)
+    app.exec()
+    desktop.shutdown()
+    for failure in tour.failures:
+        logger.error("%s", failure)
+    return 1 if tour.failures else 0
+
+
+def _free_display() -> str:
+    for number in range(57, 99):
+        if not Path(f"/tmp/.X11-unix/X{number}").exists():  # noqa: S108 - X's socket path
+            return f":{number}"
+    raise RuntimeError("no free X display number")
+
+
+def _port() -> int:
+    """The default port when it is free (it shows in the menu), else any free one."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", DEFAULT_PORT))
+        except OSError:
+            sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_x(env: dict[str, str], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = ["xdotool", "getdisplaygeometry"]
+        if subprocess.run(probe, env=env, capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError("Xvfb did not start")
+
+
+def _desktop_session(env: dict[str, str], processes: list[subprocess.Popen[bytes]]) -> None:
+    """Xvfb with a plain background, a window manager and a tray at the top right."""
+    width, height = SCREEN
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    xvfb = ["Xvfb", env["DISPLAY"], "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"]
+    processes.append(subprocess.Popen(xvfb, **quiet))  # type: ignore[call-overload]
+    _wait_for_x(env)
+    # display sets the root background and then exits with 1, which is fine here.
+    background = ["display", "-window", "root", "-size", f"{width}x{height}", f"xc:{BACKGROUND}"]
+    subprocess.run(background, env=env, check=False, **quiet)  # type: ignore[call-overload]
+    processes.append(subprocess.Popen(["openbox"], env=env, **quiet))  # type: ignore[call-overload]
+    time.sleep(0.5)
+    tray = [
+        "trayer", "--edge", "top", "--align", "right", "--margin", "16",
+        "--widthtype", "pixel", "--width", "96", "--height", "30", "--tint", "0x1f2430",
+        "--transparent", "true", "--alpha", "0", "--SetDockType", "true",
+    ]  # fmt: skip
+    processes.append(subprocess.Popen(tray, env=env, **quiet))  # type: ignore[call-overload]
+    time.sleep(0.5)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--app", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.app:
+        sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
+        return run_app(args.out.resolve())
+
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        logger.error("missing tools: %s (see this script's docstring)", ", ".join(missing))
+        return 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIDELIGHT_")}
+    env["DISPLAY"] = _free_display()
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        _desktop_session(env, processes)
+        with tempfile.TemporaryDirectory(prefix="sidelight-shots-") as home:
+            child = {
+                **env,
+                "SIDELIGHT_HOME": home,
+                "SIDELIGHT_PORT": str(_port()),
+                "QT_QPA_PLATFORM": "xcb",
+                "XDG_CONFIG_HOME": str(Path(home) / "xdg"),
+            }
+            command = [sys.executable, __file__, "--app", "--out", str(args.out)]
+            return subprocess.call(command, env=child, cwd=ROOT, timeout=300)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(10)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

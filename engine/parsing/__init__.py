@@ -1,0 +1,67 @@
+"""Parsing model output: tool calls and reasoning blocks, incrementally.
+
+Qt-free and HTTP-free, so every API surface (OpenAI ``/v1``, Ollama ``/api``) and the chat
+window share one implementation:
+
+* :func:`tool_format_for_template` / :func:`new_tool_call_parser` — a
+  :class:`ToolCallParser` for the syntax the model's chat template uses, with
+  ``feed(text) -> list[ParseEvent]`` and ``finish() -> list[ParseEvent]``.
+* :class:`ReasoningSplitter` — ``feed(text) -> ReasoningDelta(reasoning, content)`` and
+  ``finish()``.
+* :class:`ReplyParser` — both together, as a chat reply needs them: reasoning split off
+  first, then content and tool calls (``feed``/``finish`` return :data:`ReplyEvent` items).
+* :func:`call_schema` / :data:`CALL_SYNTAX` — what a constrained (``tool_choice``) call
+  must look like.
+"""
+
+from engine.parsing.reasoning import (
+    ReasoningDelta,
+    ReasoningSplitter,
+    template_supports_reasoning,
+)
+from engine.parsing.reply import ReasoningText, ReplyEvent, ReplyParser
+from engine.parsing.tool_calls import (
+    CALL_SYNTAX,
+    HERMES,
+    LLAMA3,
+    MISTRAL,
+    TOOL_FORMATS,
+    CallSyntax,
+    ContentDelta,
+    ParseEvent,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallParser,
+    ToolCallStart,
+    call_schema,
+    new_tool_call_parser,
+    parse_tool_calls,
+    tool_format_for_template,
+)
+
+__all__ = [
+    "CALL_SYNTAX",
+    "HERMES",
+    "LLAMA3",
+    "MISTRAL",
+    "TOOL_FORMATS",
+    "CallSyntax",
+    "ContentDelta",
+    "ParseEvent",
+    "ReasoningDelta",
+    "ReasoningSplitter",
+    "ReasoningText",
+    "ReplyEvent",
+    "ReplyParser",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallParser",
+    "ToolCallStart",
+    "call_schema",
+    "new_tool_call_parser",
+    "parse_tool_calls",
+    "template_supports_reasoning",
+    "tool_format_for_template",
+]

@@ -1,0 +1,128 @@
+"""Separate a reasoning model's ``<think>...</think>`` block from its answer, incrementally.
+
+Qwen3, DeepSeek-R1, QwQ and their fine-tunes think first, inside ``<think>`` and
+``</think>``, then answer. Clients want the two apart (OpenAI-style ``reasoning_content``,
+Ollama's ``thinking``), and the thinking must never leak into ``content``.
+
+Some templates open the block themselves (DeepSeek-R1 ends its generation prompt with
+``<think>\\n``), so the model's text starts inside the block and only closes it: pass
+``starts_in_reasoning=True`` then (the engine reports it per request).
+
+Whitespace that only frames the block (the newline after ``<think>``, the blank line after
+``</think>``) is dropped, so ``"<think>\\nA.\\n</think>\\n\\nB."`` gives reasoning ``"A."``
+and content ``"B."``.
+
+Not thread-safe: one splitter per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """What one piece of text adds to the reasoning and to the answer (either may be empty)."""
+
+    reasoning: str = ""
+    content: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.reasoning or self.content)
+
+
+def template_supports_reasoning(template: str | None) -> bool:
+    """Whether a chat template knows about thinking blocks (so replies should be split)."""
+    text = template or ""
+    return any(t in text for t in (THINK_START, THINK_END, "reasoning_content", "enable_thinking"))
+
+
+class ReasoningSplitter:
+    """Splits streamed text into reasoning and content.
+
+    Only a block at the start of the reply counts as reasoning; ``<think>`` later in an
+    answer is content. A reply cut off inside the block (``max_tokens``) is all reasoning.
+    """
+
+    def __init__(
+        self,
+        *,
+        starts_in_reasoning: bool = False,
+        start: str = THINK_START,
+        end: str = THINK_END,
+    ) -> None:
+        self._start, self._end = start, end
+        self._state = "reasoning" if starts_in_reasoning else "start"
+        self._buffer = ""
+        self._reasoning_started = False  # leading whitespace of the block is dropped
+        self._content_started = False
+
+    @property
+    def in_reasoning(self) -> bool:
+        return self._state == "reasoning"
+
+    def feed(self, text: str) -> ReasoningDelta:
+        """Add generated text; return what can be released now."""
+        self._buffer += text
+        reasoning, content = "", ""
+        if self._state == "start":
+            stripped = self._buffer.lstrip()
+            if not stripped or (self._start.startswith(stripped) and stripped != self._start):
+                return ReasoningDelta()
+            if stripped.startswith(self._start):
+                self._state = "reasoning"
+                self._buffer = stripped[len(self._start) :]
+            else:
+                self._state = "content"
+        if self._state == "reasoning":
+            at = self._buffer.find(self._end)
+            if at >= 0:
+                reasoning = self._reasoning(self._buffer[:at], final=True)
+                self._buffer = self._buffer[at + len(self._end) :]
+                self._state = "content"
+            else:
+                reasoning = self._reasoning_partial()
+        if self._state == "content":
+            content = self._content(self._buffer)
+            self._buffer = ""
+        return ReasoningDelta(reasoning, content)
+
+    def finish(self) -> ReasoningDelta:
+        """Generation ended: release what was held back."""
+        buffer, self._buffer = self._buffer, ""
+        if self._state == "reasoning":
+            return ReasoningDelta(reasoning=self._reasoning(buffer, final=True))
+        if self._state == "start":
+            return ReasoningDelta(content=buffer)
+        return ReasoningDelta(content=self._content(buffer))
+
+    def _reasoning_partial(self) -> str:
+        """Release reasoning except a possible partial end tag and trailing whitespace."""
+        buffer = self._buffer
+        keep = _partial_suffix(buffer, self._end)
+        body = buffer[: len(buffer) - keep]
+        releasable = body.rstrip()
+        self._buffer = buffer[len(releasable) :]
+        return self._reasoning(releasable, final=False)
+
+    def _reasoning(self, text: str, *, final: bool) -> str:
+        if not self._reasoning_started:
+            text = text.lstrip()
+            self._reasoning_started = bool(text)
+        return text.rstrip() if final else text
+
+    def _content(self, text: str) -> str:
+        if not self._content_started:
+            text = text.lstrip()
+            self._content_started = bool(text)
+        return text
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0

@@ -1,0 +1,101 @@
+"""Routes of the Ollama-compatible API: parse, call the serving objects, return.
+
+Errors on ``/api`` use Ollama's shape, ``{"error": "..."}``, which its clients show to the
+user as is. The last route catches every other ``/api`` path so those errors keep that
+shape too; register these routes after any other ``/api/...`` routes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from engine.server.errors import APIError
+from engine.server.ollama import protocol
+from engine.server.ollama.serving import OllamaServing, unsupported
+from engine.server.ollama.serving_embed import EmbedServing
+from engine.server.ollama.serving_generate import GenerationServing
+from engine.server.streaming import ClientGone
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Response]]
+_ANY_METHOD = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+
+# Model management that Ollama does through its API; Sidelight does it in the tray and CLI.
+_MANAGEMENT = {
+    "/api/pull": ("POST", "pulling models"),
+    "/api/push": ("POST", "pushing models"),
+    "/api/create": ("POST", "creating models"),
+    "/api/copy": ("POST", "copying models"),
+    "/api/delete": ("DELETE", "deleting models"),
+    "/api/blobs/{digest}": ("POST", "uploading blobs"),
+}
+
+
+def ollama_routes(serving: OllamaServing) -> list[Route]:
+    generation = GenerationServing(serving)
+    embeddings = EmbedServing(serving)
+
+    async def root(request: Request) -> Response:
+        return PlainTextResponse("Sidelight is running (Ollama-compatible API)")
+
+    async def version(request: Request) -> Response:
+        return JSONResponse({"version": protocol.OLLAMA_VERSION})
+
+    async def tags(request: Request) -> Response:
+        return JSONResponse(await serving.tags())
+
+    async def ps(request: Request) -> Response:
+        return JSONResponse(await serving.ps())
+
+    async def show(request: Request) -> Response:
+        body = await serving.openai.parse(request, protocol.ModelRequest)
+        return JSONResponse(await serving.show(body.target()))
+
+    def refuse(action: str) -> Handler:
+        async def handler(request: Request) -> Response:
+            raise unsupported(action)
+
+        return handler
+
+    async def no_route(request: Request) -> Response:
+        raise APIError(404, f"no route for {request.method} {request.url.path}")
+
+    routes: list[tuple[str, Handler, str]] = [
+        ("/", root, "GET"),
+        ("/api/version", version, "GET"),
+        ("/api/tags", tags, "GET"),
+        ("/api/ps", ps, "GET"),
+        ("/api/show", show, "POST"),
+        ("/api/chat", generation.chat, "POST"),
+        ("/api/generate", generation.generate, "POST"),
+        ("/api/embed", embeddings.embed, "POST"),
+        ("/api/embeddings", embeddings.embeddings, "POST"),
+        *((path, refuse(action), method) for path, (method, action) in _MANAGEMENT.items()),
+    ]
+    return [
+        *(Route(path, _ollama_errors(handler), methods=[m]) for path, handler, m in routes),
+        Route("/api/{rest:path}", _ollama_errors(no_route), methods=_ANY_METHOD),
+    ]
+
+
+def _ollama_errors(handler: Handler) -> Handler:
+    """Answer :class:`APIError` as ``{"error": message}`` with its status and headers."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except APIError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+        except ClientGone:
+            logger.info("%s: the client went away; generation cancelled", request.url.path)
+            return Response(status_code=499)
+
+    return wrapped

@@ -1,0 +1,216 @@
+"""Logic of the Ollama-compatible API shared by its routes: names, options, model metadata.
+
+Generation goes through the same :class:`OpenAIServing` as ``/v1`` (model loading on
+demand, engine admission, error mapping), so both surfaces behave alike; this module only
+translates Ollama's names and fields. Runs on the server's event loop and never blocks it:
+file reads happen in :class:`ModelDirectory` on a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engine.models import ModelSpec
+from engine.server.errors import APIError
+from engine.server.model_info import ModelDirectory, ModelInfo
+from engine.server.ollama import protocol
+from engine.server.openai.serving import OpenAIServing
+from engine.worker.messages import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+MODEL_MANAGER_HINT = (
+    "manage models with the Sidelight tray's model manager or the sidelight command "
+    "(sidelight pull / import / rm / list)"
+)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A request's model, ready to generate with, and how long loading it took."""
+
+    info: ModelInfo
+    spec: ModelSpec
+    load_seconds: float
+
+
+def not_found(name: str) -> APIError:
+    return APIError(404, f"model '{name}' not found", code="model_not_found")
+
+
+def strip_tag(name: str) -> str:
+    """``qwen:latest`` -> ``qwen``; other tags stay (and will not match any Sidelight id)."""
+    return name.removesuffix(":latest")
+
+
+def unsupported(action: str) -> APIError:
+    return APIError(
+        501, f"{action} is not supported by Sidelight's Ollama API; {MODEL_MANAGER_HINT}"
+    )
+
+
+class OllamaServing:
+    """Model lookup, metadata and option mapping for the ``/api`` routes."""
+
+    def __init__(self, openai: OpenAIServing, models: ModelDirectory) -> None:
+        self.openai = openai
+        self.models = models
+
+    async def find(self, name: str, action: str | None = None) -> ModelInfo:
+        """The model ``name`` names (``:latest`` allowed).
+
+        Raises:
+            APIError: 404 ``model 'name' not found``; 400 when the model cannot do
+                ``action`` (``chat``, ``generate``).
+        """
+        info = await self.models.find(strip_tag(name)) if name else None
+        if info is None:
+            raise not_found(name)
+        if action is not None and info.task == "embeddings":
+            raise APIError(400, f'"{name}" does not support {action}')
+        return info
+
+    async def load(self, info: ModelInfo) -> Resolved:
+        """Make ``info`` the loaded model (loading it if needed), timing the load.
+
+        Raises:
+            APIError: as :meth:`OpenAIServing.resolve_model` (503 while loading, 500 on failure).
+        """
+        started = time.perf_counter()
+        spec = await self.openai.resolve_model(info.id)
+        return Resolved(info, spec, time.perf_counter() - started)
+
+    # ---- model metadata ------------------------------------------------------------------
+
+    async def tags(self) -> dict[str, Any]:
+        return {"models": [protocol.tags_entry(info) for info in await self.models.all()]}
+
+    async def ps(self) -> dict[str, Any]:
+        status = self.models.status()
+        if status.model is None or status.state not in ("ready", "loading"):
+            return {"models": []}
+        info = await self.models.find(status.model.id)
+        if info is None:
+            return {"models": []}
+        on_gpu = bool(status.device) and not str(status.device).startswith("CPU")
+        return {"models": [protocol.ps_entry(info, status.context_length, on_gpu)]}
+
+    async def show(self, name: str) -> dict[str, Any]:
+        info = await self.find(name)
+        return {
+            "license": "",
+            "modelfile": _modelfile(info),
+            "parameters": _parameters(info),
+            "template": template(info),
+            "details": protocol.details(info),
+            "model_info": model_info(info),
+            "capabilities": capabilities(info),
+            "modified_at": protocol.timestamp(info.modified_at),
+        }
+
+
+def capabilities(info: ModelInfo) -> list[str]:
+    """Ollama's capability names, in Ollama's order, from the model's files."""
+    if info.task == "embeddings":
+        return ["embedding"]
+    names = ["completion"]
+    if info.tools:
+        names.append("tools")
+    if info.fim_tokens:
+        names.append("insert")
+    if info.reasoning:
+        names.append("thinking")
+    return names
+
+
+def template(info: ModelInfo) -> str:
+    """The model's chat template; wrapped in Ollama's ``.Suffix`` branch when FIM works.
+
+    Clients (Continue among them) offer autocomplete only when the template mentions
+    ``.Suffix``, so it appears exactly when ``suffix`` is served.
+    """
+    chat = info.chat_template or "{{ .Prompt }}"
+    if not info.fim_tokens:
+        return chat
+    prefix, suffix, middle = info.fim_tokens
+    return (
+        f"{{{{- if .Suffix }}}}{prefix}{{{{ .Prompt }}}}{suffix}{{{{ .Suffix }}}}{middle}"
+        f"{{{{- else }}}}{chat}{{{{- end }}}}"
+    )
+
+
+def model_info(info: ModelInfo) -> dict[str, Any]:
+    """GGUF-style keys; clients read ``<arch>.context_length`` for the window size."""
+    arch = info.architecture or "unknown"
+    data: dict[str, Any] = {
+        "general.architecture": arch,
+        "general.basename": info.id,
+        "general.parameter_count": info.parameter_count or 0,
+        "general.quantization": info.quantization,
+    }
+    if info.context_length:
+        data[f"{arch}.context_length"] = info.context_length
+    for key, value in info.shape.items():
+        data[f"{arch}.{key}"] = value
+    return data
+
+
+def _parameters(info: ModelInfo) -> str:
+    """Modelfile ``PARAMETER`` lines, as Ollama prints them (name padded to 30)."""
+    pairs = [("stop", f'"{s}"') for s in info.stop_strings]
+    pairs += [(key, str(value)) for key, value in sorted(info.generation_defaults.items())]
+    return "\n".join(f"{key:<30} {value}" for key, value in pairs)
+
+
+def _modelfile(info: ModelInfo) -> str:
+    return (
+        f"# Served by Sidelight from {info.path}\n"
+        f"# Models are not created from Modelfiles here; {MODEL_MANAGER_HINT}.\n"
+        f"FROM {info.id}\n"
+    )
+
+
+# ---- request options -----------------------------------------------------------------
+
+
+def sampling(options: protocol.Options | None) -> SamplingParams:
+    """Ollama options -> engine sampling (``None`` keeps the model's defaults)."""
+    if options is None:
+        return SamplingParams()
+    return SamplingParams(
+        temperature=options.temperature,
+        top_p=options.top_p,
+        top_k=options.top_k or None,  # 0 disables top-k in Ollama
+        min_p=options.min_p,
+        seed=options.seed,
+        presence_penalty=options.presence_penalty,
+        frequency_penalty=options.frequency_penalty,
+        repetition_penalty=options.repeat_penalty,
+    )
+
+
+def max_tokens(options: protocol.Options | None) -> int | None:
+    """``num_predict``: a positive limit, or -1/-2 (unlimited / fill the context) as ``None``."""
+    if options is None or options.num_predict is None or options.num_predict <= 0:
+        return None
+    return options.num_predict
+
+
+def stop(options: protocol.Options | None) -> tuple[str, ...]:
+    return tuple(options.stop) if options and options.stop else ()
+
+
+def log_ignored(path: str, options: protocol.Options | None) -> None:
+    """Runner settings (num_gpu, num_thread, mirostat, ...) have no OpenVINO equivalent.
+
+    ``num_ctx`` is accepted and ignored too: Sidelight serves the model's full context and
+    refuses (never truncates) a prompt that does not fit.
+    """
+    ignored = options.ignored() if options else []
+    if options and options.num_ctx is not None:
+        ignored.append("num_ctx")
+    if ignored:
+        logger.info("%s: ignoring options %s", path, ", ".join(sorted(ignored)))

@@ -1,0 +1,83 @@
+"""``POST /api/embed`` and the legacy ``POST /api/embeddings``.
+
+Ollama embeds with any model; Sidelight embeds with embedding models (``task: embeddings``)
+and says so for chat models. The engine keeps the embedding model loaded beside the chat
+model, so indexing code never evicts the model a user chats with. Vectors are L2-normalized,
+as Ollama's are; ``dimensions`` keeps the first N components and normalizes again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engine.client import EngineUnavailable, RequestFailed
+from engine.server.errors import APIError
+from engine.server.model_info import ModelInfo
+from engine.server.ollama import protocol
+from engine.server.ollama.serving import OllamaServing, log_ignored
+from engine.server.openai.serving import unavailable
+from engine.worker.messages import Embedded
+
+
+class EmbedServing:
+    def __init__(self, serving: OllamaServing) -> None:
+        self._serving = serving
+
+    async def embed(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = await self._serving.openai.parse(request, protocol.EmbedRequest)
+        log_ignored(request.url.path, body.options)
+        info = await self._embedding_model(body.model)
+        texts = body.inputs()
+        if not texts:
+            raise APIError(400, "input must not be empty")
+        result = await self._run(info, texts)
+        vectors = [_shorten(v, body.dimensions) for v in result.vectors]
+        return JSONResponse(
+            {
+                "model": body.model,
+                "embeddings": vectors,
+                "total_duration": protocol.nanoseconds(time.perf_counter() - started),
+                "load_duration": 0,
+                "prompt_eval_count": result.prompt_tokens,
+            }
+        )
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await self._serving.openai.parse(request, protocol.EmbeddingsRequest)
+        log_ignored(request.url.path, body.options)
+        info = await self._embedding_model(body.model)
+        if not body.prompt:
+            return JSONResponse({"embedding": []})  # what Ollama answers to an empty prompt
+        result = await self._run(info, [body.prompt])
+        return JSONResponse({"embedding": result.vectors[0]})
+
+    async def _embedding_model(self, name: str) -> ModelInfo:
+        info = await self._serving.find(name)
+        if info.task != "embeddings":
+            raise APIError(
+                400,
+                f'"{name}" does not support embeddings; Sidelight embeds with embedding models '
+                "(add one with the tray's model manager or sidelight pull)",
+            )
+        return info
+
+    async def _run(self, info: ModelInfo, texts: list[str]) -> Embedded:
+        try:
+            return await self._serving.openai.engine.embed(info.spec, texts)
+        except EngineUnavailable as exc:
+            raise unavailable(exc) from exc
+        except RequestFailed as exc:
+            raise APIError(500, str(exc)) from exc
+
+
+def _shorten(vector: list[float], dimensions: int | None) -> list[float]:
+    if dimensions is None or dimensions >= len(vector):
+        return vector
+    head = vector[:dimensions]
+    norm = math.sqrt(sum(x * x for x in head)) or 1.0
+    return [x / norm for x in head]

@@ -1,0 +1,111 @@
+"""Fixtures for the tray app: real widgets (offscreen Qt), a real engine on the tiny model.
+
+One engine worker serves the whole desktop session (starting one costs a second or two);
+each test gets its own Sidelight home, settings, controller and windows on top of it, and
+``desktop`` reloads the demo model on the CPU if a previous test switched away.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before any QApplication exists (pytest-qt creates it on first use).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from desktop.app import DesktopApp
+from desktop.autostart import XdgAutostart
+from desktop.chat import ChatOptions
+from engine.client import ERROR, READY, EngineClient
+from engine.devices import DeviceInfo, discover_devices
+from engine.models import DEMO_MODEL_ID, spec_from_path
+from engine.resources import demo_model_path
+from engine.settings import load_settings
+from engine.worker.messages import SamplingParams
+
+GREEDY = ChatOptions(sampling=SamplingParams(temperature=0))
+# A long reply that shows text all the way: sampled (seeded) and past the end-of-turn token.
+LONG_REPLY = ChatOptions(
+    max_tokens=1800, sampling=SamplingParams(temperature=1.0, seed=7, ignore_eos=True)
+)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineClient]:
+    home = tmp_path_factory.mktemp("engine-home")
+    settings = load_settings({"SIDELIGHT_HOME": str(home)})
+    settings.paths.ensure()
+    client = EngineClient(settings)
+    client.start()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def cpu_devices() -> list[DeviceInfo]:
+    """The devices OpenVINO really sees here (a CPU)."""
+    return discover_devices()
+
+
+def ensure_demo_on_cpu(engine: EngineClient) -> None:
+    status = engine.status()
+    model = status.model.id if status.model else None
+    if (status.state, model, status.device) == (READY, DEMO_MODEL_ID, "CPU"):
+        return
+    engine.load(spec_from_path(demo_model_path()), "CPU")
+    status = engine.wait_for({READY, ERROR}, 120)
+    assert status.state == READY, status.message
+
+
+@pytest.fixture
+def make_desktop(
+    qtbot: QtBot,
+    engine: EngineClient,
+    cpu_devices: list[DeviceInfo],
+    sidelight_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[..., DesktopApp]]:
+    """Build started DesktopApps over the shared engine: ``make_desktop(chat_options=...)``."""
+    monkeypatch.setenv("SIDELIGHT_PORT", "0")  # a free port for each app's server
+    ensure_demo_on_cpu(engine)
+    apps: list[DesktopApp] = []
+
+    def make(
+        *,
+        chat_options: ChatOptions = GREEDY,
+        devices: list[DeviceInfo] | None = None,
+        hub_endpoint: str | None = None,
+    ) -> DesktopApp:
+        settings = load_settings()
+        settings.paths.ensure()
+        app = DesktopApp(
+            settings,
+            engine=engine,
+            devices=devices if devices is not None else cpu_devices,
+            autostart=XdgAutostart(tmp_path / "xdg-config" / "autostart"),
+            chat_options=chat_options,
+            hub_endpoint=hub_endpoint,
+        )
+        apps.append(app)
+        app.start()
+        qtbot.waitUntil(lambda: app.controller.server_url is not None, timeout=15000)
+        qtbot.waitUntil(lambda: app.controller.status.state == READY, timeout=60000)
+        return app
+
+    yield make
+    for app in apps:
+        for window in (app._chat, app._models, app._settings, app._welcome_dialog):
+            if window is not None:
+                window.close()
+        app.shutdown()
+
+
+@pytest.fixture
+def desktop(make_desktop: Callable[..., DesktopApp]) -> DesktopApp:
+    return make_desktop()

@@ -1,0 +1,182 @@
+"""The Settings dialog writes config.json, applies it (the server moves) and switches
+start at login; the autostart writers for Linux and Windows."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from pytestqt.qtbot import QtBot
+
+from desktop.app import DesktopApp
+from desktop.autostart import (
+    RUN_VALUE,
+    WindowsRunKey,
+    XdgAutostart,
+    launch_command,
+    set_enabled,
+)
+from desktop.views.settings_dialog import SettingsDialog
+from engine.settings import SettingsError, load_settings, save_config
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def open_settings(desktop: DesktopApp) -> SettingsDialog:
+    desktop.show_settings()
+    assert desktop._settings is not None
+    return desktop._settings
+
+
+def test_save_writes_config_and_moves_the_server(
+    qtbot: QtBot, desktop: DesktopApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SIDELIGHT_PORT")  # the fixture's "any free port" would win over config
+    dialog = open_settings(desktop)
+    assert dialog.host.text() == "127.0.0.1"
+    assert not dialog.start_at_login.isChecked()  # opt-in
+    port = free_port()
+    dialog.port.setValue(port)
+    dialog.origins.setPlainText("https://chat\\.example\\.org")
+    dialog.models_dir.setText(str(tmp_path / "my-models"))
+    with qtbot.waitSignal(desktop.controller.server_changed, timeout=15000):
+        dialog.save()
+    assert not dialog.isVisible()
+
+    config = json.loads(desktop.controller.settings.paths.config_file.read_text())
+    assert config["port"] == port and config["host"] == "127.0.0.1"
+    assert config["allowed_origins"] == ["https://chat\\.example\\.org"]
+    assert config["models_dir"] == str(tmp_path / "my-models")
+    assert "api_key" not in config
+    # What the app now runs with is what load_settings reads back.
+    settings = desktop.controller.settings
+    assert settings.port == port
+    assert settings.paths.models_dir == tmp_path / "my-models"
+    assert desktop.controller.store.root == tmp_path / "my-models"
+    assert desktop.controller.server_url == f"http://127.0.0.1:{port}"
+    health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10)
+    assert health.json()["status"] == "ready"
+    cors = httpx.options(
+        f"http://127.0.0.1:{port}/v1/models",
+        headers={
+            "Origin": "https://chat.example.org",
+            "Access-Control-Request-Method": "GET",
+        },
+        timeout=10,
+    )
+    assert cors.headers.get("access-control-allow-origin") == "https://chat.example.org"
+
+
+def test_leaving_loopback_requires_an_api_key(desktop: DesktopApp) -> None:
+    dialog = open_settings(desktop)
+    dialog.host.setText("0.0.0.0")
+    assert not dialog.warning.isHidden()
+    assert "Set an API key first" in dialog.warning.text()
+    dialog.save()
+    assert dialog.isVisible()
+    assert "API key" in dialog.error.text()
+    assert not desktop.controller.settings.paths.config_file.exists()
+    dialog.api_key.setText("a-long-secret-key")
+    assert "Set an API key first" not in dialog.warning.text()
+    dialog.reject()
+
+
+def test_start_at_login_toggles_the_xdg_autostart_file(desktop: DesktopApp) -> None:
+    autostart = desktop.autostart
+    assert isinstance(autostart, XdgAutostart)
+    assert not autostart.path.exists()
+
+    dialog = open_settings(desktop)
+    dialog.start_at_login.setChecked(True)
+    dialog.save()
+    text = autostart.path.read_text()
+    assert "[Desktop Entry]" in text and "Type=Application" in text
+    exec_line = next(line for line in text.splitlines() if line.startswith("Exec="))
+    assert exec_line == f"Exec={sys.executable} -m engine.cli"
+    assert autostart.is_enabled()
+
+    dialog = open_settings(desktop)
+    assert dialog.start_at_login.isChecked()
+    dialog.start_at_login.setChecked(False)
+    dialog.save()
+    assert not autostart.path.exists()
+
+
+def test_xdg_exec_line_quotes_spaces(tmp_path: Path) -> None:
+    autostart = XdgAutostart(tmp_path)
+    autostart.enable(["/opt/My Apps/sidelight", "--flag", 'say "hi" $HOME'])
+    line = next(x for x in autostart.path.read_text().splitlines() if x.startswith("Exec="))
+    assert line == 'Exec="/opt/My Apps/sidelight" --flag "say \\"hi\\" \\$HOME"'
+
+
+class FileRunKey:
+    """Stands in for HKCU\\...\\Run: the real registry cannot exist on this Linux machine,
+    so the Windows path is exercised against a JSON file in a temporary folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, str]:
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def get(self, name: str) -> str | None:
+        return self._read().get(name)
+
+    def set(self, name: str, value: str) -> None:
+        self.path.write_text(json.dumps({**self._read(), name: value}))
+
+    def delete(self, name: str) -> None:
+        values = self._read()
+        values.pop(name, None)
+        self.path.write_text(json.dumps(values))
+
+
+def test_windows_run_key_is_written_and_removed(tmp_path: Path) -> None:
+    writer = FileRunKey(tmp_path / "run.json")
+    writer.set("OtherApp", "other.exe")
+    autostart = WindowsRunKey(writer)
+    assert not autostart.is_enabled()
+
+    set_enabled(autostart, True)
+    command = writer.get(RUN_VALUE)
+    assert command == subprocess.list2cmdline(launch_command())
+    assert autostart.is_enabled()
+    autostart.enable([r"C:\Program Files\Sidelight\Sidelight.exe"])
+    assert writer.get(RUN_VALUE) == r'"C:\Program Files\Sidelight\Sidelight.exe"'
+
+    set_enabled(autostart, False)
+    assert not autostart.is_enabled()
+    assert writer.get("OtherApp") == "other.exe"  # nothing else touched
+
+
+def test_config_survives_a_restart(desktop: DesktopApp) -> None:
+    dialog = open_settings(desktop)
+    dialog.api_key.setText("k" * 24)
+    dialog.save()
+    config_file = desktop.controller.settings.paths.config_file
+    assert oct(config_file.stat().st_mode & 0o777) == "0o600"
+    assert load_settings().api_key == "k" * 24
+
+
+def test_save_config_merges_removes_and_refuses_unknown_keys(sidelight_home: Path) -> None:
+    paths = load_settings().paths
+    save_config(paths, {"port": 12345, "api_key": "secret-key", "allowed_origins": ("a", "b")})
+    save_config(paths, {"api_key": None, "device": "GPU"})
+    assert json.loads(paths.config_file.read_text()) == {
+        "port": 12345,
+        "allowed_origins": ["a", "b"],
+        "device": "GPU",
+    }
+    with pytest.raises(SettingsError, match="unknown config keys: prot"):
+        save_config(paths, {"prot": 1})
+    settings = load_settings()
+    assert (settings.port, settings.device, settings.api_key) == (12345, "GPU", None)

@@ -1,0 +1,190 @@
+"""Unit tests of the Ollama and LM Studio metadata and option mapping (no server process)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from engine.models import spec_from_path
+from engine.server.lmstudio import model_entry
+from engine.server.model_info import FIM_TOKENS, ModelInfo, describe
+from engine.server.ollama import protocol, serving
+from engine.server.ollama.output import Piece, constraint, output_parser
+
+
+@pytest.fixture(scope="module")
+def demo_info(tiny_model: Path) -> ModelInfo:
+    return describe(spec_from_path(tiny_model))
+
+
+def test_ir_model_is_described_from_its_files(demo_info: ModelInfo) -> None:
+    assert demo_info.id == "sidelight-demo"
+    assert demo_info.format == "ir"
+    assert demo_info.architecture == "qwen2"
+    assert demo_info.context_length == 2048
+    assert demo_info.tools is True  # the Qwen2.5 template takes tools
+    assert demo_info.reasoning is False  # ... but does not mention <think>
+    assert demo_info.fim_tokens is None
+    assert demo_info.task == "chat"
+    assert demo_info.shape["embedding_length"] == 64
+    assert demo_info.shape["vocab_size"] == 931
+    # 2 layers of (4*64*64 - kv narrowing) attention + 3*64*192 MLP, tied 931x64 embeddings.
+    assert demo_info.parameter_count == 158_208
+    assert demo_info.parameter_size == "158.21K"
+    assert demo_info.stop_strings == ("<|im_end|>",)
+    assert demo_info.chat_template and "tool_call" in demo_info.chat_template
+
+
+def test_gguf_model_is_described_from_its_header(tiny_gguf: Path, demo_info: ModelInfo) -> None:
+    info = describe(spec_from_path(tiny_gguf))
+    assert info.format == "gguf"
+    assert info.architecture == "qwen2"
+    assert info.context_length == 2048
+    assert info.weights == "F16"
+    assert info.tools is True
+    assert info.parameter_count == demo_info.parameter_count
+    assert protocol.details(info)["format"] == "gguf"
+    assert protocol.details(info)["quantization_level"] == "F16"
+
+
+def test_show_fields_copilot_and_zed_read(demo_info: ModelInfo) -> None:
+    assert serving.capabilities(demo_info) == ["completion", "tools"]
+    info = serving.model_info(demo_info)
+    assert info["general.architecture"] == "qwen2"
+    assert info["qwen2.context_length"] == 2048
+    assert ".Suffix" not in serving.template(demo_info)
+
+
+def test_fim_model_advertises_insert_and_suffix(tiny_model: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "coder"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {
+        str(900 + i): {"content": token, "special": True} for i, token in enumerate(FIM_TOKENS[0])
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    info = describe(spec_from_path(folder))
+    assert info.fim_tokens == FIM_TOKENS[0]
+    assert "insert" in serving.capabilities(info)
+    template = serving.template(info)
+    assert "{{ .Suffix }}" in template and "<|fim_middle|>" in template
+
+
+def test_embedding_model_capabilities(demo_info: ModelInfo) -> None:
+    from dataclasses import replace
+
+    embed = replace(demo_info, task="embeddings")
+    assert serving.capabilities(embed) == ["embedding"]
+    assert model_entry(embed, None)["type"] == "embeddings"
+
+
+def test_lmstudio_entry(demo_info: ModelInfo) -> None:
+    entry = model_entry(demo_info, "sidelight-demo")
+    assert entry["type"] == "llm"
+    assert entry["state"] == "loaded"
+    assert entry["max_context_length"] == entry["loaded_context_length"] == 2048
+    assert entry["capabilities"] == ["tool_use"]
+    assert entry["compatibility_type"] == "openvino"
+    assert model_entry(demo_info, None)["state"] == "not-loaded"
+
+
+def test_names_accept_latest() -> None:
+    assert serving.strip_tag("sidelight-demo:latest") == "sidelight-demo"
+    assert serving.strip_tag("sidelight-demo") == "sidelight-demo"
+    assert serving.strip_tag("qwen:7b") == "qwen:7b"
+
+
+def test_options_map_to_sampling() -> None:
+    options = protocol.Options.model_validate(
+        {
+            "num_ctx": 8192,
+            "num_predict": 64,
+            "temperature": 0.2,
+            "top_p": 0.9,
+            "top_k": 0,
+            "min_p": 0.05,
+            "seed": 7,
+            "stop": ["\n\n"],
+            "repeat_penalty": 1.1,
+            "presence_penalty": 0.5,
+            "frequency_penalty": 0.25,
+            "num_gpu": 99,
+        }
+    )
+    params = serving.sampling(options)
+    assert params.temperature == 0.2 and params.top_p == 0.9 and params.min_p == 0.05
+    assert params.top_k is None  # 0 turns top-k off in Ollama
+    assert params.seed == 7 and params.repetition_penalty == 1.1
+    assert params.presence_penalty == 0.5 and params.frequency_penalty == 0.25
+    assert serving.max_tokens(options) == 64
+    assert serving.stop(options) == ("\n\n",)
+    assert options.ignored() == ["num_gpu"]
+    for unlimited in (-1, -2):
+        assert serving.max_tokens(protocol.Options(num_predict=unlimited)) is None
+
+
+def test_requests_stream_by_default_and_check_format() -> None:
+    chat = protocol.ChatRequest.model_validate({"model": "m", "messages": []})
+    assert chat.stream is True
+    assert protocol.GenerateRequest.model_validate({"model": "m", "format": ""}).format is None
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert protocol.ChatRequest.model_validate({"model": "m", "format": schema}).format == schema
+    with pytest.raises(ValidationError):
+        protocol.ChatRequest.model_validate({"model": "m", "format": "yaml"})
+
+
+def test_pieces_join_into_one_message() -> None:
+    call = {"function": {"name": "f", "arguments": {"a": 1}}}
+    whole = Piece.join([Piece("a", "t1"), Piece("b", "t2", (call,))])
+    assert whole.message() == {
+        "role": "assistant",
+        "content": "ab",
+        "thinking": "t1t2",
+        "tool_calls": [call],
+    }
+    assert Piece("x").message() == {"role": "assistant", "content": "x"}
+
+
+def test_output_parser_keeps_plain_text_exact(demo_info: ModelInfo) -> None:
+    parser = output_parser(demo_info, "m", tools=None, think=None)
+    parser.begin(False)
+    assert [p.content for p in parser.feed(" jumps")] == [" jumps"]
+    assert parser.finish() == []
+
+
+def test_output_parser_gives_whole_tool_calls(demo_info: ModelInfo) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    parser = output_parser(demo_info, "m", tools=tools, think=None)
+    parser.begin(False)
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    pieces = [p for chunk in (text[:15], text[15:40], text[40:]) for p in parser.feed(chunk)]
+    whole = Piece.join([*pieces, *parser.finish()]).message()
+    assert whole["content"] == ""
+    (call,) = whole["tool_calls"]
+    assert call["function"] == {"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+def test_output_parser_refuses_what_the_model_lacks(demo_info: ModelInfo) -> None:
+    from dataclasses import replace
+
+    from engine.server.errors import APIError
+
+    with pytest.raises(APIError, match="does not support thinking"):
+        output_parser(demo_info, "m", tools=None, think=True)
+    no_tools = replace(demo_info, tools=False)
+    with pytest.raises(APIError, match="does not support tools"):
+        output_parser(no_tools, "m", tools=[{"function": {"name": "f"}}], think=None)
+
+
+def test_format_becomes_a_constraint() -> None:
+    assert constraint(None) is None
+    loose = constraint("json")
+    assert loose is not None and json.loads(loose.json_schema) == {"type": "object"}
+    assert loose.param == "format"
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    strict = constraint(schema)
+    assert strict is not None and json.loads(strict.json_schema) == schema
