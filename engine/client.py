@@ -153,6 +153,10 @@ class RequestStream:
         for event in events:
             self._queue.put_nowait(event)
 
+    async def next_event(self) -> Event:
+        """The next raw event of this request (for one-shot requests such as embeddings)."""
+        return await self._queue.get()
+
     async def start(self) -> RequestAccepted:
         """Wait until the worker accepted the request.
 
@@ -381,7 +385,7 @@ class EngineClient:
             self._forget(request_id)
             raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
         try:
-            event = await stream._queue.get()
+            event = await stream.next_event()
         finally:
             self._forget(request_id)
         if isinstance(event, Embedded):

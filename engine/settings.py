@@ -117,8 +117,8 @@ class Settings:
 
     def validate(self) -> None:
         """Refuse configurations that would be unsafe or cannot work."""
-        if not 0 < self.port < 65536:
-            raise SettingsError(f"port must be between 1 and 65535, got {self.port}")
+        if not 0 <= self.port < 65536:  # 0 lets the OS pick a free port
+            raise SettingsError(f"port must be between 0 and 65535, got {self.port}")
         if not self.is_loopback and not self.api_key:
             raise SettingsError(
                 f"binding to {self.host} exposes the server beyond this machine; "

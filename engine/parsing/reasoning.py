@@ -77,6 +77,7 @@ class ReasoningSplitter:
                 self._buffer = stripped[len(self._start) :]
             else:
                 self._state = "content"
+                self._content_started = True  # no block: the reply is kept as written
         if self._state == "reasoning":
             at = self._buffer.find(self._end)
             if at >= 0:

@@ -47,3 +47,11 @@ def test_template_detection() -> None:
     assert template_supports_reasoning("{% if enable_thinking %}")
     assert not template_supports_reasoning("{{ messages }}")
     assert not template_supports_reasoning(None)
+
+
+def test_leading_whitespace_is_kept_without_a_block() -> None:
+    splitter = ReasoningSplitter()
+    out = splitter.feed(" jumps over")
+    rest = splitter.finish()
+    assert out.content + rest.content == " jumps over"
+    assert out.reasoning == rest.reasoning == ""

@@ -46,6 +46,7 @@ RETRY_AFTER_SECONDS = 5
 _REJECT_STATUS = {
     "context_length_exceeded": 400,
     "invalid_request": 400,
+    "fim_unsupported": 400,
     "no_model": 503,
     "engine_restarting": 503,
     "internal": 500,
