@@ -83,7 +83,7 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         raise ModelError(
             f"{folder.name} is not an OpenVINO IR model folder (missing {', '.join(missing)})"
         )
-    config = _read_json(folder / "config.json")
+    config = read_json(folder / "config.json")
     context = _first_int(config, "max_position_embeddings", "n_positions", "max_sequence_length")
     architectures = [str(a) for a in config.get("architectures") or []]
     generative = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
@@ -125,7 +125,8 @@ def _gguf_spec(file: Path, model_id: str) -> ModelSpec:
     )
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing or unreadable (model folders vary)."""
     if not path.is_file():
         return {}
     try:
@@ -134,6 +135,20 @@ def _read_json(path: Path) -> dict[str, Any]:
         logger.warning("cannot read %s", path)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def read_chat_template(folder: Path) -> str | None:
+    """The chat template an IR folder ships, wherever optimum or transformers put it."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8", errors="replace")
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        value = read_json(folder / name).get("chat_template")
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):  # named templates: [{"name": ..., "template": ...}]
+            return "\n".join(str(t.get("template", "")) for t in value if isinstance(t, dict))
+    return None
 
 
 def _first_int(config: dict[str, Any], *keys: str) -> int | None:

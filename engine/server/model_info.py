@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import threading
 from dataclasses import dataclass, field, replace
@@ -29,7 +28,7 @@ from typing import Any
 
 from engine.client import READY, EngineClient, EngineStatus
 from engine.gguf import GGUFError, read_metadata
-from engine.models import ModelError, ModelSpec
+from engine.models import ModelError, ModelSpec, read_chat_template, read_json
 from engine.store import ModelStore, StoredModel, StoreError
 from engine.store.facts import folder_size, gguf_facts, ir_facts
 from engine.worker.prepare import FIM_TOKENS
@@ -201,9 +200,9 @@ def describe(spec: ModelSpec, stored: StoredModel | None = None) -> ModelInfo:
 
 def _describe_ir(spec: ModelSpec) -> ModelInfo:
     folder = spec.path
-    config = _json(folder / "config.json")
+    config = read_json(folder / "config.json")
     facts = ir_facts(folder)
-    template = _ir_template(folder)
+    template = read_chat_template(folder)
     text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
     dims = text_config or config
     shape = {
@@ -215,7 +214,7 @@ def _describe_ir(spec: ModelSpec) -> ModelInfo:
         "vocab_size": _int(dims, "vocab_size"),
     }
     shape = {k: v for k, v in shape.items() if v}
-    generation = _json(folder / "generation_config.json")
+    generation = read_json(folder / "generation_config.json")
     tokens = _ir_special_tokens(folder)
     return ModelInfo(
         spec=spec,
@@ -307,35 +306,14 @@ def _fim(tokens: set[str]) -> tuple[str, str, str] | None:
 def _ir_special_tokens(folder: Path) -> set[str]:
     """Added (special) tokens from tokenizer_config.json or tokenizer.json."""
     tokens: set[str] = set()
-    decoder = _json(folder / "tokenizer_config.json").get("added_tokens_decoder")
+    decoder = read_json(folder / "tokenizer_config.json").get("added_tokens_decoder")
     if isinstance(decoder, dict):
         tokens.update(str(t.get("content")) for t in decoder.values() if isinstance(t, dict))
     if not tokens:
-        added = _json(folder / "tokenizer.json").get("added_tokens")
+        added = read_json(folder / "tokenizer.json").get("added_tokens")
         if isinstance(added, list):
             tokens.update(str(t.get("content")) for t in added if isinstance(t, dict))
     return tokens
-
-
-def _ir_template(folder: Path) -> str | None:
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8", errors="replace")
-    for name in ("chat_template.json", "tokenizer_config.json"):
-        value = _json(folder / name).get("chat_template")
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _int(config: dict[str, Any], *keys: str) -> int:

@@ -7,7 +7,6 @@ the chat template and, as a last resort, the element types named in ``openvino_m
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.gguf import GGUFError, read_metadata
-from engine.models import GGUF_FILE_TYPES
+from engine.models import GGUF_FILE_TYPES, read_chat_template, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +42,14 @@ def folder_size(path: Path) -> int:
 
 def ir_facts(folder: Path) -> ModelFacts:
     """Facts about an OpenVINO IR folder exported by optimum-intel (or shaped like one)."""
-    config = _json(folder / "config.json")
-    quant = _json(folder / "openvino_config.json").get("quantization_config") or {}
+    config = read_json(folder / "config.json")
+    quant = read_json(folder / "openvino_config.json").get("quantization_config") or {}
     weights, channel_wise_sym = _ir_weights(folder, quant)
     devices = ("CPU", "GPU", "NPU") if channel_wise_sym else ("CPU", "GPU")
     architectures = [str(a) for a in config.get("architectures") or []]
     generative = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
     task = "embeddings" if architectures and not generative else "chat"
-    template = _ir_chat_template(folder)
+    template = read_chat_template(folder)
     details: dict[str, Any] = {}
     recipe = {k: quant[k] for k in ("bits", "sym", "group_size", "ratio") if k in quant}
     if recipe:
@@ -117,27 +116,3 @@ def _scan_xml_weights(xml: Path) -> str | None:
         if types & names:
             return label
     return None
-
-
-def _ir_chat_template(folder: Path) -> str | None:
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8", errors="replace")
-    for name in ("chat_template.json", "tokenizer_config.json"):
-        value = _json(folder / name).get("chat_template")
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list):  # named templates: [{"name": ..., "template": ...}]
-            return "\n".join(str(t.get("template", "")) for t in value if isinstance(t, dict))
-    return None
-
-
-def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        logger.warning("cannot read %s", path)
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -78,3 +80,26 @@ class ServerProcess:
                 self.process.wait(timeout)
         self._log.close()
         return self.process.returncode
+
+
+@contextmanager
+def running_server(home: Path, model: Path, *extra: str) -> Iterator[ServerProcess]:
+    """A ready server for a test module; on exit it must stop cleanly (exit code 0)."""
+    proc = ServerProcess(home, model, *extra)
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        code = proc.stop()
+        assert code == 0, proc.output()
+
+
+def import_gguf(home: Path, gguf: Path, model_id: str) -> None:
+    """``sidelight import`` a GGUF into the store under ``home`` (a real CLI run)."""
+    env = {**os.environ, "SIDELIGHT_HOME": str(home)}
+    subprocess.run(
+        [sys.executable, "-m", "engine.cli", "import", str(gguf), "--id", model_id],
+        check=True,
+        env=env,
+        capture_output=True,
+    )

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ import pytest
 from engine.store.facts import folder_size
 from engine.store.manifest import Manifest, Source, write_manifest
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, import_gguf, running_server
 
 TINY_EMBED = ROOT / "tests" / "fixtures" / "tiny-embed"
 
@@ -40,22 +38,12 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, tiny_gguf: Path
 ) -> Iterator[ServerProcess]:
     home = tmp_path_factory.mktemp("ollama-home")
-    env = {"SIDELIGHT_HOME": str(home), "PATH": ""}
-    subprocess.run(
-        [sys.executable, "-m", "engine.cli", "import", str(tiny_gguf), "--id", "tiny-gguf"],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
+    import_gguf(home, tiny_gguf, "tiny-gguf")
     models = home / "models"
     _store(models, "demo-think", tiny_model, task="chat", reasoning=True)
     _store(models, "tiny-embed", TINY_EMBED, task="embeddings", reasoning=False)
-    proc = ServerProcess(home, tiny_model)
-    try:
-        proc.wait_ready()
+    with running_server(home, tiny_model) as proc:
         yield proc
-    finally:
-        assert proc.stop() == 0, proc.output()
 
 
 def _store(models: Path, model_id: str, source: Path, *, task: str, reasoning: bool) -> None:

@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from tests.conftest import dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -30,13 +30,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
     home = tmp_path_factory.mktemp("serve-home")
-    proc = ServerProcess(home, tiny_model)
-    try:
-        proc.wait_ready()
+    with running_server(home, tiny_model) as proc:
         yield proc
-    finally:
-        code = proc.stop()
-        assert code == 0, proc.output()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +28,8 @@ JS_DIR = ROOT / "tests" / "js"
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
     if shutil.which("node") is None or not (JS_DIR / "node_modules" / "openai").is_dir():
         pytest.skip("needs node and `npm ci` in tests/js")
-    proc = ServerProcess(tmp_path_factory.mktemp("js-home"), tiny_model)
-    try:
-        proc.wait_ready()
+    with running_server(tmp_path_factory.mktemp("js-home"), tiny_model) as proc:
         yield proc
-    finally:
-        assert proc.stop() == 0, proc.output()
 
 
 def test_final_chat_completion_has_the_tool_call(server: ServerProcess, dialogues: Any) -> None:

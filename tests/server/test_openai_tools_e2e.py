@@ -27,7 +27,7 @@ from engine.settings import load_settings
 from engine.store import ModelStore
 from engine.store.manifest import Manifest, Source
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -71,12 +71,8 @@ def _store_embedding_model(home: Path) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
     home = tmp_path_factory.mktemp("tools-home")
     _store_embedding_model(home)
-    proc = ServerProcess(home, tiny_model)
-    try:
-        proc.wait_ready()
+    with running_server(home, tiny_model) as proc:
         yield proc
-    finally:
-        assert proc.stop() == 0, proc.output()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.conftest import dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +32,8 @@ MODEL = "sidelight-demo"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path_factory.mktemp("replay-home"), tiny_model)
-    try:
-        proc.wait_ready()
+    with running_server(tmp_path_factory.mktemp("replay-home"), tiny_model) as proc:
         yield proc
-    finally:
-        assert proc.stop() == 0, proc.output()
 
 
 @pytest.fixture

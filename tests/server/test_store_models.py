@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +11,7 @@ import openai
 import pytest
 
 from tests.conftest import dialogue
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, import_gguf, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -23,19 +21,9 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, tiny_gguf: Path
 ) -> Iterator[ServerProcess]:
     home = tmp_path_factory.mktemp("store-home")
-    env = {"SIDELIGHT_HOME": str(home), "PATH": ""}
-    subprocess.run(
-        [sys.executable, "-m", "engine.cli", "import", str(tiny_gguf), "--id", "tiny-gguf"],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
-    proc = ServerProcess(home, tiny_model)
-    try:
-        proc.wait_ready()
+    import_gguf(home, tiny_gguf, "tiny-gguf")
+    with running_server(home, tiny_model) as proc:
         yield proc
-    finally:
-        assert proc.stop() == 0, proc.output()
 
 
 def test_models_lists_loaded_and_stored(server: ServerProcess) -> None:
