@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import shlex
 import statistics
 import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,12 +110,105 @@ def run(
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> None:
-    """Run a command, logging it first; raise ``CalledProcessError`` on failure."""
+    """Run a command, logging it first; raise ``CalledProcessError`` on failure.
+
+    The child's stdout goes to our stderr, so a script's stdout holds only its result table.
+    """
     args = [os.fspath(c) for c in cmd]
     logger.info("$ %s", shlex.join(args))
-    subprocess.run(args, cwd=cwd, env=env, check=True)
+    subprocess.run(args, cwd=cwd, env=env, check=True, stdout=sys.stderr)
 
 
 def median(values: Sequence[float]) -> float:
     """Median of a non-empty sequence (``nan`` when empty, so tables still print)."""
     return statistics.median(values) if values else float("nan")
+
+
+# --- background load -------------------------------------------------------------------------
+# Benchmarks here share a 2-core machine with builds and test runs; a figure taken while
+# something else held a core is not a figure. These helpers measure how much CPU *other*
+# processes used during a measurement, so noisy repetitions can be shown or dropped.
+
+
+def _machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def _process_jiffies(pid: int) -> int:
+    """utime + stime of a process (all its threads), or 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            after_name = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(after_name[11]) + int(after_name[12])  # fields 14 and 15 of proc(5)
+
+
+class CpuMeter:
+    """Share of the machine's CPU time used by processes other than ``pids`` over an interval.
+
+    ``pids`` defaults to this process; ``child_rusage=True`` also counts terminated children
+    (for a benchmark binary run with ``subprocess.run``). Returns ``nan`` off Linux.
+    """
+
+    def __init__(self, pids: Sequence[int] = (), child_rusage: bool = False) -> None:
+        self.pids = list(pids) or [os.getpid()]
+        self.child_rusage = child_rusage
+        self._start: tuple[int, int, float] | None = None
+
+    def _own(self) -> float:
+        own = float(sum(_process_jiffies(pid) for pid in self.pids))
+        if self.child_rusage:
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own += (usage.ru_utime + usage.ru_stime) * os.sysconf("SC_CLK_TCK")
+        return own
+
+    def start(self) -> None:
+        if not os.path.exists("/proc/stat"):
+            return
+        busy, total = _machine_jiffies()
+        self._start = (busy, total, self._own())
+
+    def stop(self) -> float:
+        if self._start is None:
+            return float("nan")
+        busy, total = _machine_jiffies()
+        own = self._own()
+        d_busy, d_total, d_own = (
+            busy - self._start[0],
+            total - self._start[1],
+            own - self._start[2],
+        )
+        self._start = None
+        return max(0.0, (d_busy - d_own) / d_total) if d_total > 0 else float("nan")
+
+
+def wait_for_quiet(threshold: float, window_s: float = 2.0, timeout_s: float = 180.0) -> float:
+    """Wait until other processes use at most ``threshold`` of the CPUs; return the last share.
+
+    Gives up (with a warning) after ``timeout_s``, so a busy machine slows a run but never
+    hangs it.
+    """
+    deadline = time.monotonic() + timeout_s
+    next_log = 0.0
+    while True:
+        meter = CpuMeter()
+        meter.start()
+        time.sleep(window_s)
+        share = meter.stop()
+        if not share > threshold:  # also true for nan: no /proc, nothing to wait for
+            return share
+        now = time.monotonic()
+        if now > deadline:
+            logger.warning(
+                "machine still busy (others use %.0f%% CPU); measuring anyway", share * 100
+            )
+            return share
+        if now >= next_log:
+            logger.info("waiting for a quiet machine (others use %.0f%% CPU)", share * 100)
+            next_log = now + 30

@@ -153,16 +153,18 @@ def _stream_chat(
 
 def measure_served(url: str, model: str, prompts: Sequence[Prompt], new_tokens: int) -> RunResult:
     """All prompts at once, one streaming client thread each."""
+    clients = [httpx.Client() for _ in prompts]  # built before the clock starts
     start = time.perf_counter()
     trackers = [TokenTracker(len(p.ids), start) for p in prompts]
     errors: list[BaseException] = []
 
     def worker(i: int) -> None:
         try:
-            with httpx.Client() as client:
-                _stream_chat(client, url, model, prompts[i], new_tokens, trackers[i])
+            _stream_chat(clients[i], url, model, prompts[i], new_tokens, trackers[i])
         except BaseException as exc:
             errors.append(exc)
+        finally:
+            clients[i].close()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(prompts))]
     for thread in threads:

@@ -232,7 +232,7 @@ class EngineClient:
         log_dir = str(self._settings.paths.log_dir)
         process = self._ctx.Process(
             target=worker_main,
-            args=(child, log_dir, self._settings.log_level),
+            args=(child, log_dir, self._settings.log_level, self._settings.engine_below_normal),
             name="sidelight-engine",
             daemon=True,
         )

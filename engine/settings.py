@@ -100,6 +100,8 @@ class Settings:
     device: str = "CPU"
     cpu: CpuSettings = field(default_factory=CpuSettings)
     kv_cache_gb: float = 1.0
+    # Run inference below normal priority so the server and desktop answer at once.
+    engine_below_normal: bool = True
     log_level: str = "INFO"
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate
@@ -183,6 +185,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_body_bytes=_int(pick("SIDELIGHT_MAX_BODY_BYTES", "max_body_bytes"), "max_body_bytes"),
         device=_str(pick("SIDELIGHT_DEVICE", "device")),
         kv_cache_gb=_float(pick("SIDELIGHT_KV_CACHE_GB", "kv_cache_gb"), "kv_cache_gb"),
+        engine_below_normal=_bool(
+            pick("SIDELIGHT_ENGINE_BELOW_NORMAL", "engine_below_normal"),
+            "engine_below_normal",
+            True,
+        ),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -40,7 +41,9 @@ logger = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 0.5
 
 
-def worker_main(conn: Connection, log_dir: str | None, log_level: str) -> None:
+def worker_main(
+    conn: Connection, log_dir: str | None, log_level: str, below_normal: bool = False
+) -> None:
     """Process entry point (must stay importable without side effects for ``spawn``)."""
     # Ctrl+C in a terminal reaches the whole process group; the server decides when we stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -48,6 +51,8 @@ def worker_main(conn: Connection, log_dir: str | None, log_level: str) -> None:
         from engine.logs import ENGINE_LOG_FILE_NAME, setup_logging
 
         setup_logging(Path(log_dir), log_level, console=True, file_name=ENGINE_LOG_FILE_NAME)
+    if below_normal:
+        _lower_priority()
     worker = Worker(conn)
     try:
         worker.run()
@@ -55,6 +60,23 @@ def worker_main(conn: Connection, log_dir: str | None, log_level: str) -> None:
         pass  # the server went away; nothing left to serve
     finally:
         logger.info("engine worker %d exiting", os.getpid())
+
+
+def _lower_priority() -> None:
+    """Yield the CPU to interactive work: the server, the tray, the person's IDE.
+
+    Inference saturates every core; at normal priority the HTTP server and the desktop
+    wait for the OS to preempt it. Below normal costs nothing when nothing else runs.
+    """
+    import psutil
+
+    try:
+        if sys.platform == "win32":
+            psutil.Process().nice(psutil.BELOW_NORMAL_PRIORITY_CLASS)
+        else:
+            os.nice(5)
+    except (OSError, psutil.Error):
+        logger.warning("could not lower the engine's priority", exc_info=True)
 
 
 class Worker:
