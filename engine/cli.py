@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -84,13 +85,26 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _app(settings: Settings) -> int:
-    """The tray app when the GUI is installed; otherwise serve headless."""
+    """The tray app when the GUI is installed and there is a screen; otherwise serve headless."""
+    if not _has_display():
+        print(
+            "sidelight: no display here (DISPLAY/WAYLAND_DISPLAY unset); serving headless",
+            file=sys.stderr,
+        )
+        return _serve(settings, _parser().parse_args(["serve"]))
     try:
         from desktop.app import run as run_desktop
     except ImportError:
-        logger.info("the desktop app is not available here; serving headless")
+        print("sidelight: the desktop app is not installed; serving headless", file=sys.stderr)
         return _serve(settings, _parser().parse_args(["serve"]))
     return int(run_desktop(settings))
+
+
+def _has_display() -> bool:
+    """Whether Qt can open a window: always on Windows/macOS, with X11/Wayland on Linux."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:

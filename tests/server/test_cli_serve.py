@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -72,3 +73,28 @@ def test_api_key_on_the_real_server(sidelight_home: Path, tiny_model: Path) -> N
         assert httpx.get(url, headers={"Authorization": "Bearer k3y"}).status_code == 200
     finally:
         assert proc.stop() == 0, proc.output()
+
+
+def test_no_subcommand_without_a_display_serves_the_demo(sidelight_home: Path) -> None:
+    """The README's run command on a headless machine: the tray cannot open, so serve."""
+    port = free_port()
+    env = {"SIDELIGHT_HOME": str(sidelight_home), "SIDELIGHT_PORT": str(port), "PATH": ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                if health.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        assert health.json()["model"] == "sidelight-demo"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert "no display here" in err and "demo model" in err
