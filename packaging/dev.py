@@ -1,7 +1,7 @@
 """Set up a development environment and run Sidelight or its tests: the README's two commands.
 
     python3 packaging/dev.py run [ARGS...]   # create .venv if needed, then start Sidelight
-    python3 packaging/dev.py test [PYTEST ARGS...]   # ruff, mypy, then the test suite
+    python3 packaging/dev.py test [PYTEST ARGS...]   # ruff, mypy, the tests, the packages
 
 Only the standard library is used here, so it works on a fresh machine with Python 3.10+.
 The virtual environment lives in ``.venv`` next to this repository and is refreshed whenever
@@ -9,6 +9,13 @@ The virtual environment lives in ``.venv`` next to this repository and is refres
 ``convert`` extra (torch, optimum-intel), which the conversion tests run as a child
 interpreter. It is separate because that stack pins an older huggingface_hub than the app
 uses, and the app itself never needs torch.
+
+After the full test suite (``test`` without pytest arguments) on Linux, ``test`` also checks
+the packages, about two minutes: it builds the PyInstaller bundle (``build.py``), smoke-tests
+it (``smoke.py``), builds the ``.deb``, installs, uses and purges it (``deb.py``, as root),
+and compiles the Windows installer script (``nsis.py``). Steps that need root to install
+their tools or the package are skipped, with a message, when not run as root.
+``SIDELIGHT_SKIP_PACKAGING=1`` skips them all.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -26,7 +34,7 @@ VENV = ROOT / ".venv"
 STAMP = VENV / ".sidelight-installed"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 CONVERT_VENV = ROOT / ".venv-convert"
-APP_EXTRAS = "dev,gui"  # the tray app (PySide6) and the test tools
+APP_EXTRAS = "dev,gui,package"  # the tray app (PySide6), the test tools and PyInstaller
 # Shared libraries Qt loads even offscreen (the GUI tests), and the Debian/Ubuntu packages
 # that ship them.
 QT_SYSTEM_LIBS = {
@@ -43,7 +51,7 @@ def _python(venv_dir: Path = VENV) -> Path:
     return bin_dir / ("python.exe" if os.name == "nt" else "python")
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     sys.stderr.write(f"[dev] {message}\n")
     sys.stderr.flush()
 
@@ -53,13 +61,13 @@ def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
         sys.exit("Sidelight needs Python 3.10 or newer")
     python = _python(venv_dir)
     if not python.exists():
-        _say(f"creating virtual environment in {venv_dir}")
+        say(f"creating virtual environment in {venv_dir}")
         venv.EnvBuilder(with_pip=True).create(venv_dir)
     stamp = venv_dir / STAMP.name
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
         return
-    _say(f"installing Sidelight and its dependencies ({extras}) into {venv_dir.name}")
+    say(f"installing Sidelight and its dependencies ({extras}) into {venv_dir.name}")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     subprocess.run([*pip, "--quiet", "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "--quiet", "-e", f"{ROOT}[{extras}]"], check=True)
@@ -91,12 +99,18 @@ def _ensure_qt_libs() -> None:
             f"[dev] Qt (the tray app and its tests) needs these system libraries: "
             f"{' '.join(missing)}. Install them, e.g. sudo apt-get install -y {' '.join(missing)}"
         )
-    _say(f"installing system libraries Qt needs: {' '.join(missing)}")
+    say(f"installing system libraries Qt needs: {' '.join(missing)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = [apt, "install", "-y", "-qq", *missing]
     if subprocess.run(install, env=env, check=False).returncode != 0:
         subprocess.run([apt, "update", "-qq"], env=env, check=True)
         subprocess.run(install, env=env, check=True)
+
+
+def ensure_app_env() -> Path:
+    """The project's ``.venv`` with Sidelight, its test tools and PyInstaller; its Python."""
+    _ensure_env(APP_EXTRAS)
+    return _python()
 
 
 def run(args: list[str]) -> int:
@@ -112,11 +126,11 @@ def _ensure_js_client() -> None:
     lock = js_dir / "package-lock.json"
     stamp = js_dir / "node_modules" / ".package-lock.json"
     if npm is None or shutil.which("node") is None:
-        _say("node not found: the openai npm package test will be skipped")
+        say("node not found: the openai npm package test will be skipped")
         return
     if stamp.is_file() and stamp.stat().st_mtime >= lock.stat().st_mtime:
         return
-    _say("installing the openai npm package for tests (npm ci)")
+    say("installing the openai npm package for tests (npm ci)")
     subprocess.check_call([npm, "ci", "--no-audit", "--no-fund"], cwd=js_dir)
 
 
@@ -131,14 +145,47 @@ def test(args: list[str]) -> int:
         ("mypy", [str(BIN / "mypy")]),
         ("pytest", [str(_python()), "-m", "pytest", *args]),
     ]
+    if not args and sys.platform.startswith("linux"):
+        if os.environ.get("SIDELIGHT_SKIP_PACKAGING"):
+            say("packaging checks skipped (SIDELIGHT_SKIP_PACKAGING is set)")
+        else:
+            steps += _packaging_steps()
     for name, command in steps:
-        _say(f"running {name}")
+        say(f"running {name}")
+        started = time.monotonic()
         code = subprocess.call(command, cwd=ROOT)
         if code != 0:
-            _say(f"{name} failed (exit code {code})")
+            say(f"{name} failed (exit code {code})")
             return code
-    _say("all checks passed")
+        if name.startswith("package"):
+            say(f"{name}: {time.monotonic() - started:.0f} s")
+    say("all checks passed")
     return 0
+
+
+def _packaging_steps() -> list[tuple[str, list[str]]]:
+    """Bundle, smoke test, .deb cycle and installer script (see the module docstring)."""
+    here = ROOT / "packaging"
+    python = sys.executable
+    root = os.geteuid() == 0
+    steps = [
+        ("package: bundle", [python, str(here / "build.py")]),
+        ("package: smoke test", [python, str(here / "smoke.py")]),
+    ]
+    if not root and shutil.which("trayer") is None:
+        say("not root and no trayer: the tray part of the smoke test is skipped")
+        steps[-1][1].append("--headless-only")
+    if root or shutil.which("dpkg-deb"):
+        steps.append(("package: .deb", [python, str(here / "deb.py"), "build", "--fast"]))
+    if root:
+        steps.append(("package: .deb install", [python, str(here / "deb.py"), "check"]))
+    else:
+        say("not root: the .deb install check (dpkg -i) is skipped")
+    if root or shutil.which("makensis"):
+        steps.append(("package: Windows installer script", [python, str(here / "nsis.py")]))
+    else:
+        say("no makensis: the Windows installer script check is skipped")
+    return steps
 
 
 def main() -> int:
