@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,20 @@ def sidelight_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         if name.startswith("SIDELIGHT_") and name != "SIDELIGHT_HOME":
             monkeypatch.delenv(name)
     yield home
+
+
+@pytest.fixture(autouse=True)
+def close_hub_client() -> Iterator[None]:
+    """Close huggingface_hub's process-wide HTTP client after each test.
+
+    Its pool keeps kept-alive sockets to a test's fake hub; left to garbage collection they
+    surface as "unclosed socket" warnings (errors under ``-W error``) in a later test.
+    """
+    yield
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub import close_session
+
+        close_session()
 
 
 @pytest.fixture(scope="session")

@@ -59,12 +59,6 @@ def hub(hub_root: Path) -> Iterator[HubServer]:
     )
     with HubServer(config) as server:
         yield server
-    # huggingface_hub keeps one process-wide client whose pool holds kept-alive sockets to
-    # this server; close them now rather than at some later garbage collection, where
-    # they surface as "unclosed socket" warnings (errors under -W error) in another test.
-    from huggingface_hub import close_session
-
-    close_session()
 
 
 @pytest.fixture
