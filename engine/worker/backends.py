@@ -64,11 +64,10 @@ class _Active:
         text = self.detok.push(ids)
         probs: tuple[TokenLogprob, ...] = ()
         if self.want_logprobs:
-            probs = tuple(
-                TokenLogprob(self.detok.token_text(t), float(lp))
-                for t, lp in zip(ids, logprobs, strict=False)
-                if self.detok.token_text(t)
-            )
+            texts = [
+                (self.detok.token_text(t), float(lp)) for t, lp in zip(ids, logprobs, strict=False)
+            ]
+            probs = tuple(TokenLogprob(text, lp) for text, lp in texts if text)
         if not text and not probs:
             return None
         return TextDelta(self.request_id, text, len(ids), probs)
@@ -318,7 +317,7 @@ class SerialBackend(Backend):
                 pass
 
         try:
-            result = self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
+            self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
         except Exception as exc:
             logger.exception("generate failed")
             emit([state.finished("error", error=f"engine error: {exc}")])
@@ -332,7 +331,6 @@ class SerialBackend(Backend):
         reason = "stop"
         if not state.detok.stop.matched and state.completion_tokens >= prepared.max_tokens:
             reason = "length"
-        del result
         emit([state.finished(reason, text=state.detok.finish())])
 
     def close(self) -> list[Event]:

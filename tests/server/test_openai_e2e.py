@@ -34,16 +34,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterat
         yield proc
 
 
-@pytest.fixture
-def client(server: ServerProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def model_id(server: ServerProcess) -> str:
-    return str(server.wait_ready()["model"])
-
-
 def chat(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], **kw: Any) -> Any:
     return client.chat.completions.create(model=model, messages=messages, temperature=0, **kw)
 
@@ -305,6 +295,14 @@ def _cancelled(server: ServerProcess) -> int:
     return int(server.health().json()["requests"]["cancelled"])
 
 
+def _wait_cancelled(server: ServerProcess, count: int, timeout: float = 10) -> int:
+    """Poll /health until the engine has reported ``count`` cancellations (or time runs out)."""
+    deadline = time.monotonic() + timeout
+    while _cancelled(server) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _cancelled(server)
+
+
 def test_closing_a_stream_cancels_generation(
     server: ServerProcess, model_id: str, dialogues: dict[str, Any]
 ) -> None:
@@ -322,10 +320,7 @@ def test_closing_a_stream_cancels_generation(
         for line in response.iter_lines():
             if '"content":"' in line and '"content":""' not in line:
                 break  # got a token: hang up mid-generation
-    deadline = time.monotonic() + 10
-    while _cancelled(server) == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _cancelled(server) == before + 1
+    assert _wait_cancelled(server, before + 1) == before + 1
     assert server.health().json()["requests"]["active"] == 0
 
 
@@ -343,10 +338,7 @@ def test_non_stream_disconnect_cancels_generation(
     }
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=0.5)
-    deadline = time.monotonic() + 10
-    while _cancelled(server) == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _cancelled(server) == before + 1
+    assert _wait_cancelled(server, before + 1) == before + 1
 
 
 def test_worker_crash_ends_stream_with_error_and_recovers(

@@ -75,16 +75,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterat
         yield proc
 
 
-@pytest.fixture
-def client(server: ServerProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def model_id(server: ServerProcess) -> str:
-    return str(server.wait_ready()["model"])
-
-
 def _valid_for(schema: dict[str, Any], value: Any) -> bool:
     """The small part of JSON Schema the test tools use."""
     kinds = {"object": dict, "string": str, "boolean": bool, "integer": int}

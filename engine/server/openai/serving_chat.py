@@ -156,7 +156,7 @@ async def _stream(
             data["choices"][0]["logprobs"] = logprobs
         return sse(data)
 
-    yield chunk({"role": "assistant", "content": ""})
+    yield chunk({"role": "assistant"})  # the first chunk carries the role only
     async for event in stream:
         final = isinstance(event, Finished)
         if isinstance(event, Finished) and event.finish_reason == "error":
