@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from types import FrameType
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QApplication, QSystemTrayIcon
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon, QWidget
 
 from desktop.autostart import Autostart, for_platform
 from desktop.chat import ChatOptions
@@ -119,16 +119,12 @@ class DesktopApp(QObject):
         dialog = self.models_dialog()
         if entry_id:
             dialog.select_entry(entry_id)
-        dialog.show()
-        dialog.raise_()
-        dialog.activateWindow()
+        _present(dialog)
 
     def show_settings(self) -> None:
         if self._settings is None or not self._settings.isVisible():
             self._settings = SettingsDialog(self.controller, self.autostart)
-        self._settings.show()
-        self._settings.raise_()
-        self._settings.activateWindow()
+        _present(self._settings)
 
     def _on_recommendation(self, future: Future[CatalogEntry | None]) -> None:
         try:
@@ -152,6 +148,12 @@ class DesktopApp(QObject):
         dialog.setModal(False)
         dialog.show()
         self._welcome_dialog = dialog
+
+
+def _present(window: QWidget) -> None:
+    window.show()
+    window.raise_()
+    window.activateWindow()
 
 
 def _recommendation() -> CatalogEntry | None:

@@ -70,6 +70,11 @@ def describe_progress(progress: Progress) -> str:
     return " · ".join(parts)
 
 
+def _selected_id(view: QTreeWidget) -> str | None:
+    items = view.selectedItems()
+    return str(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else None
+
+
 class ModelManager(QDialog):
     """The "Download models…" dialog. ``job_finished(kind, outcome)`` reports each job's
     end: ``outcome`` is the StoredModel, ``"cancelled"`` or the error message."""
@@ -99,23 +104,19 @@ class ModelManager(QDialog):
         self.last_progress: Progress | None = None
         self._cancel: threading.Event | None = None
         self._job_kind: str | None = None
+        self._installed: set[str] = set()  # ids in the store, as of the last _fill_installed
         self.setWindowTitle("Sidelight models")
         self.resize(760, 560)
         self._build()
         controller.models_changed.connect(self._fill_installed)
-        self._fill_catalog()
-        self._fill_installed()
+        self._fill_installed()  # fills the catalog too
         if machine is None:
             self.tasks.run_in_background(MachineInfo.detect, self._on_machine)
 
     # ---- layout ------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.catalog_view = QTreeWidget()
-        self.catalog_view.setHeaderLabels(["Model", "Download", "Memory", "This machine", "Status"])
-        self.catalog_view.setRootIsDecorated(False)
-        self.catalog_view.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.catalog_view.itemSelectionChanged.connect(self._sync_buttons)
+        self.catalog_view = self._tree(["Model", "Download", "Memory", "This machine", "Status"])
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download_clicked)
         self.cancel_button = QPushButton("Cancel")
@@ -130,13 +131,9 @@ class ModelManager(QDialog):
         job_row.addWidget(self.download_button)
         job_row.addWidget(self.cancel_button)
 
-        self.installed_view = QTreeWidget()
-        self.installed_view.setHeaderLabels(
+        self.installed_view = self._tree(
             ["Installed model", "Format", "Weights", "Size", "Devices"]
         )
-        self.installed_view.setRootIsDecorated(False)
-        self.installed_view.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.installed_view.itemSelectionChanged.connect(self._sync_buttons)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self._on_delete_clicked)
         self.import_button = QPushButton("Import GGUF…")
@@ -162,6 +159,14 @@ class ModelManager(QDialog):
         layout.addWidget(self.installed_view, 2)
         layout.addLayout(store_row)
         self._sync_buttons()
+
+    def _tree(self, headers: list[str]) -> QTreeWidget:
+        view = QTreeWidget()
+        view.setHeaderLabels(headers)
+        view.setRootIsDecorated(False)
+        view.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        view.itemSelectionChanged.connect(self._sync_buttons)
+        return view
 
     def _fill_catalog(self) -> None:
         selected = self.selected_entry_id()
@@ -195,16 +200,17 @@ class ModelManager(QDialog):
             self.catalog_view.resizeColumnToContents(column)
 
     def _entry_status(self, entry_id: str) -> str:
-        store = self.controller.store
-        if store.contains(entry_id):
+        if entry_id in self._installed:
             return "Installed"
-        if (store.root / PARTIAL / entry_id).exists():
+        if (self.controller.store.root / PARTIAL / entry_id).exists():
             return "Partly downloaded"
         return ""
 
     def _fill_installed(self) -> None:
         self.installed_view.clear()
-        for model in self.controller.store.list():
+        installed = self.controller.store.list()
+        self._installed = {model.id for model in installed}
+        for model in installed:
             m = model.manifest
             item = QTreeWidgetItem(
                 [m.id, m.format, m.weights or "?", format_bytes(m.size_bytes), ", ".join(m.devices)]
@@ -225,12 +231,10 @@ class ModelManager(QDialog):
     # ---- selection ---------------------------------------------------------------------
 
     def selected_entry_id(self) -> str | None:
-        items = self.catalog_view.selectedItems()
-        return str(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else None
+        return _selected_id(self.catalog_view)
 
     def selected_installed_id(self) -> str | None:
-        items = self.installed_view.selectedItems()
-        return str(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else None
+        return _selected_id(self.installed_view)
 
     def select_entry(self, entry_id: str) -> None:
         for index in range(self.catalog_view.topLevelItemCount()):

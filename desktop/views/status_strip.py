@@ -1,7 +1,7 @@
 """The chat window's status strip: memory (app + engine), tokens/s, TTFT and a sparkline.
 
-Threading: GUI thread only. Memory is sampled once a second on the GUI thread; psutil needs
-tens of microseconds for it.
+Threading: GUI thread only. Memory is sampled once a second on the GUI thread while the strip
+is visible; psutil needs tens of microseconds for it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtGui import (
+    QColor,
+    QHideEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QPolygonF,
+    QShowEvent,
+)
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from desktop.metrics import History, MemorySample, format_bytes, sample_memory
@@ -87,8 +95,15 @@ class StatusStrip(QWidget):
         self._timer = QTimer(self)
         self._timer.setInterval(1000)
         self._timer.timeout.connect(self.sample)
-        self._timer.start()
         self.sample()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        self._timer.start()  # sample only while the strip can be seen
+        super().showEvent(event)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        self._timer.stop()
+        super().hideEvent(event)
 
     def sample(self) -> None:
         """Measure memory now and push one point to each sparkline."""
