@@ -29,7 +29,6 @@ import http.client
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from bench.common import (
     wait_for_quiet,
 )
 from bench.timing import RunResult, TokenTracker
+from tests.server.harness import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -106,12 +106,6 @@ class ServerHandle:
     host: str
     port: int
     pid: int
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -29,7 +29,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -43,10 +42,10 @@ import httpx
 
 from bench.common import CacheLayout, add_common_args, median, setup_logging
 from bench.timing import RunResult, TokenTracker
+from tests.server.harness import ServerProcess
 
 logger = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parent.parent
 FILLER = (
     "Summarise these notes about a small software project in three bullet points and list "
     "open questions. The team moved the build to one script, replaced a hand-written parser "
@@ -88,32 +87,12 @@ def make_prompt(tokenizer: Any, n_tokens: int, salt: str) -> Prompt:
 @contextmanager
 def sidelight_server(model: Path, home: Path) -> Iterator[str]:
     """``sidelight serve`` on a free port; yields its base URL once the model is ready."""
-    from bench.llama_cpp import free_port
-
-    port = free_port()
-    env = {**os.environ, "SIDELIGHT_HOME": str(home)}
-    log = (home / "serve.log").open("wb")
-    cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(model), "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+    proc = ServerProcess(home, model)
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"sidelight serve exited; see {home / 'serve.log'}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("sidelight serve did not become ready")
-            time.sleep(0.2)
-        yield url
+        proc.wait_ready(timeout=600)
+        yield proc.base_url
     finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+        proc.stop()
 
 
 def served_model_id(url: str) -> str:

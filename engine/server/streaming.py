@@ -34,12 +34,17 @@ def sse(data: dict[str, Any] | str) -> str:
 
 
 class EventStreamResponse(StreamingResponse):
-    """``text/event-stream`` that is cancelled as soon as the client disconnects."""
+    """A token stream (SSE by default) that is cancelled as soon as the client disconnects."""
 
-    def __init__(self, content: AsyncIterator[str], headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        content: AsyncIterator[str],
+        headers: dict[str, str] | None = None,
+        media_type: str = "text/event-stream",
+    ) -> None:
         super().__init__(
             content,
-            media_type="text/event-stream",
+            media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
         )
 

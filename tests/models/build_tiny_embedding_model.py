@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from build_tiny_model import export_openvino  # the sibling script (run by path)
 
 LOG = logging.getLogger("build_tiny_embedding_model")
 
@@ -89,26 +89,6 @@ def build_checkpoint(hf_dir: Path) -> None:
     BertModel(config).eval().save_pretrained(str(hf_dir), safe_serialization=True)
 
 
-def export(hf_dir: Path, ov_dir: Path) -> None:
-    cli = Path(sys.executable).with_name("optimum-cli")
-    subprocess.run(
-        [
-            str(cli),
-            "export",
-            "openvino",
-            "--model",
-            str(hf_dir),
-            "--task",
-            "feature-extraction",
-            "--weight-format",
-            "fp32",
-            str(ov_dir),
-        ],
-        check=True,
-        env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
-    )
-
-
 def install(ov_dir: Path, out_dir: Path) -> None:
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -133,7 +113,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tiny-embed-") as tmp:
         hf_dir, ov_dir = Path(tmp) / "hf", Path(tmp) / "ov"
         build_checkpoint(hf_dir)
-        export(hf_dir, ov_dir)
+        export_openvino(hf_dir, ov_dir, task="feature-extraction")
         install(ov_dir, OUTPUT_DIR)
     return 0
 

@@ -627,7 +627,7 @@ def save_hf_checkpoint(model: Any, tokenizer: Any, tokenizer_dir: Path, hf_dir: 
         shutil.copy2(tokenizer_dir / name, hf_dir / name)
 
 
-def export_openvino(hf_dir: Path, ov_dir: Path) -> None:
+def export_openvino(hf_dir: Path, ov_dir: Path, task: str = "text-generation-with-past") -> None:
     """optimum-intel export with fp32 weights; it converts the tokenizer with openvino-tokenizers."""
     if ov_dir.exists():
         shutil.rmtree(ov_dir)
@@ -641,7 +641,7 @@ def export_openvino(hf_dir: Path, ov_dir: Path) -> None:
             "--model",
             str(hf_dir),
             "--task",
-            "text-generation-with-past",
+            task,
             "--weight-format",
             "fp32",
             str(ov_dir),

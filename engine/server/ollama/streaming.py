@@ -10,8 +10,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.responses import StreamingResponse
-
 from engine.server.streaming import EventStreamResponse
 
 MEDIA_TYPE = "application/x-ndjson"
@@ -25,10 +23,4 @@ class NDJSONResponse(EventStreamResponse):
     """``application/x-ndjson`` lines, cancelled as soon as the client disconnects."""
 
     def __init__(self, content: AsyncIterator[str]) -> None:
-        # Skip EventStreamResponse's text/event-stream set-up; keep its __call__.
-        StreamingResponse.__init__(
-            self,
-            content,
-            media_type=MEDIA_TYPE,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        super().__init__(content, media_type=MEDIA_TYPE)
