@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.parsing.tool_calls import _partial_suffix
+
 THINK_START = "<think>"
 THINK_END = "</think>"
 
@@ -120,10 +122,3 @@ class ReasoningSplitter:
             text = text.lstrip()
             self._content_started = bool(text)
         return text
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
-    return 0

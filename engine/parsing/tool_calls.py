@@ -288,6 +288,13 @@ class ToolCallParser:
             body = body.lstrip()
         return [ContentDelta(body)] if body else []
 
+    def _finish_call(self, call: _CallReader, prefix: str = "") -> list[ParseEvent]:
+        """The text ended inside ``call``: complete it, or give its text back as content."""
+        events = call.finish()
+        if call.failed:
+            events.extend(self._content(prefix + call.consumed))
+        return events
+
     def _flush_ws(self) -> list[ParseEvent]:
         held, self._held_ws = self._held_ws, ""
         return [ContentDelta(held)] if held and not self._called else []
@@ -342,9 +349,10 @@ class _TaggedParser(ToolCallParser):
         assert call is not None
         if not call.done:
             piece, self._buffer = self._buffer, ""
+            seen = len(call.text)  # searched for the end tag already, but for a partial tag
             events.extend(call.feed(piece))
             if not call.done:
-                at = call.text.find(self.end) if self.end else -1
+                at = call.text.find(self.end, max(0, seen - len(self.end) + 1)) if self.end else -1
                 if at < 0:
                     return False
                 # The block closed before its JSON did (malformed): end the call there.
@@ -374,10 +382,7 @@ class _TaggedParser(ToolCallParser):
     def finish(self) -> list[ParseEvent]:
         events: list[ParseEvent] = []
         if self._call is not None:
-            if not self._call.done:
-                events.extend(self._call.finish())
-                if self._call.failed:
-                    events.extend(self._content(self.begin + self._call.consumed))
+            events.extend(self._finish_call(self._call, self.begin))
             self._call = None
         elif self._buffer:
             events.extend(self._content(self._buffer))
@@ -446,18 +451,14 @@ class Llama3ToolCallParser(ToolCallParser):
                 self._call = self._reader()
             piece, self._buffer = self._buffer, ""
             events.extend(self._call.feed(piece))
-            if self._call.header_failed and not self._tagged and not self.calls:
-                # Plain JSON content (for example a response_format answer), not a call.
+            # Plain JSON content (for example a response_format answer), or not a call.
+            plain = self._call.header_failed and not self._tagged and not self.calls
+            if plain or self._call.failed:
                 self._mode = "content"
                 events.extend(self._content(self._call.text + self._call.leftover))
                 self._call = None
                 return
             if not self._call.done:
-                return
-            if self._call.failed:
-                self._mode = "content"
-                events.extend(self._content(self._call.text + self._call.leftover))
-                self._call = None
                 return
             self._buffer = self._call.leftover
             self._call = None
@@ -467,9 +468,7 @@ class Llama3ToolCallParser(ToolCallParser):
         if self._mode == "start" and self._buffer:
             events.extend(self._content(self._buffer))
         elif self._call is not None:
-            events.extend(self._call.finish())
-            if self._call.failed:
-                events.extend(self._content(self._call.text))
+            events.extend(self._finish_call(self._call))
             self._call = None
         self._buffer = ""
         events.extend(self._flush_ws())

@@ -162,13 +162,12 @@ def _pull(store: ModelStore, settings: Settings, args: argparse.Namespace) -> in
     if store.contains(request.target_id):
         print(f"{request.target_id} is already in the store")
         return 0
-    printer = ProgressPrinter(sys.stderr, f"pulling {repo}")
-    model = run_job(
-        lambda cancel: pull(
-            store, request, token=settings.hf_token, progress=printer, cancel=cancel
-        )
+    model = _run_with_progress(
+        f"pulling {repo}",
+        lambda progress, cancel: pull(
+            store, request, token=settings.hf_token, progress=progress, cancel=cancel
+        ),
     )
-    printer.finish()
     print(f"added {model.id} ({_size(model.manifest.size_bytes)})")
     return 0
 
@@ -184,18 +183,17 @@ def _convert(store: ModelStore, settings: Settings, args: argparse.Namespace) ->
         revision=args.revision,
         force=args.force,
     )
-    printer = ProgressPrinter(sys.stderr, f"converting {args.source}")
-    model = run_job(
-        lambda cancel: convert(
+    model = _run_with_progress(
+        f"converting {args.source}",
+        lambda progress, cancel: convert(
             store,
             request,
             python=settings.convert_python,
             token=settings.hf_token,
-            progress=printer,
+            progress=progress,
             cancel=cancel,
-        )
+        ),
     )
-    printer.finish()
     print(f"added {model.id} ({model.manifest.weights}, {_size(model.manifest.size_bytes)})")
     return 0
 
@@ -203,20 +201,27 @@ def _convert(store: ModelStore, settings: Settings, args: argparse.Namespace) ->
 def _import(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
     from engine.store.gguf_import import import_gguf
 
-    printer = ProgressPrinter(sys.stderr, f"importing {args.file.name}")
-    model = run_job(
-        lambda cancel: import_gguf(
+    model = _run_with_progress(
+        f"importing {args.file.name}",
+        lambda progress, cancel: import_gguf(
             store,
             args.file,
             model_id=args.model_id,
             save_ir=args.save_ir,
-            progress=printer,
+            progress=progress,
             cancel=cancel,
-        )
+        ),
     )
-    printer.finish()
     print(f"added {model.id} ({model.manifest.format}, {_size(model.manifest.size_bytes)})")
     return 0
+
+
+def _run_with_progress(title: str, job: Callable[[ProgressPrinter, threading.Event], T]) -> T:
+    """``run_job`` with a :class:`ProgressPrinter` titled ``title`` on stderr."""
+    printer = ProgressPrinter(sys.stderr, title)
+    result = run_job(lambda cancel: job(printer, cancel))
+    printer.finish()
+    return result
 
 
 def run_job(job: Callable[[threading.Event], T]) -> T:

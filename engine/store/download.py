@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelError, spec_from_path
+from engine.models import ModelError, read_json, spec_from_path
 from engine.store.catalog import CatalogEntry
 from engine.store.errors import Cancelled, HubError, NotEnoughSpace, StoreError
 from engine.store.facts import folder_size, ir_facts
@@ -149,7 +149,7 @@ def _prepare_staging(staging: Path, listing: RepoListing) -> None:
     """Start or continue a download; drop leftovers from a different commit."""
     state_path = staging / STATE_FILE
     if staging.exists():
-        state = _read_state(state_path)
+        state = read_json(state_path)
         if state.get("repo") != listing.repo or state.get("commit") != listing.commit:
             logger.info("discarding a partial download of another revision in %s", staging)
             shutil.rmtree(staging)
@@ -332,14 +332,6 @@ def _inside(root: Path, relative: str) -> Path:
     if Path(relative).is_absolute() or ".." in Path(relative).parts:
         raise HubError(f"the hub listed a file with an unsafe name: {relative!r}")
     return path
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _report(callback: ProgressCallback | None, progress: Progress) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.gguf import GGUFError, read_metadata
 from engine.models import GGUF_FILE_TYPES, read_chat_template, read_json
+from engine.parsing.reasoning import template_supports_reasoning
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +87,7 @@ def template_capabilities(template: str | None) -> dict[str, bool]:
     return {
         "chat_template": True,
         "tools": "tools" in template or "tool_call" in template,
-        "reasoning": any(
-            t in template for t in ("<think>", "reasoning_content", "enable_thinking")
-        ),
+        "reasoning": template_supports_reasoning(template),
     }
 
 

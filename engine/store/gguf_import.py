@@ -140,36 +140,23 @@ def _manifest(
 ) -> Manifest:
     facts = gguf_facts(copied)
     details: dict[str, object] = {"gguf_file": copied.name}
+    weights, context, devices = facts.weights, spec.context_length, facts.devices
     if save_ir:
-        spec_ir = spec_from_path(staging, model_id=model_id)
-        facts_ir = ir_facts(staging)
         details["ir_saved"] = True
-        return Manifest(
-            id=model_id,
-            name=copied.stem,
-            format="ir",
-            entry=".",
-            source=Source(kind="gguf", path=str(spec.path)),
-            size_bytes=folder_size(staging),
-            weights=facts.weights or facts_ir.weights,
-            context_length=spec_ir.context_length or spec.context_length,
-            architecture=spec.architecture,
-            devices=("CPU", "GPU"),
-            capabilities=facts.capabilities,
-            added_at=now_iso(),
-            details=details,
-        )
+        weights = weights or ir_facts(staging).weights
+        context = spec_from_path(staging, model_id=model_id).context_length or context
+        devices = ("CPU", "GPU")
     return Manifest(
         id=model_id,
         name=copied.stem,
-        format="gguf",
-        entry=copied.name,
+        format="ir" if save_ir else "gguf",
+        entry="." if save_ir else copied.name,
         source=Source(kind="gguf", path=str(spec.path)),
         size_bytes=folder_size(staging),
-        weights=facts.weights,
-        context_length=spec.context_length,
+        weights=weights,
+        context_length=context,
         architecture=spec.architecture,
-        devices=facts.devices,
+        devices=devices,
         capabilities=facts.capabilities,
         added_at=now_iso(),
         details=details,

@@ -11,12 +11,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from engine.settings import load_settings
 from engine.store import ModelStore
+from tests.server.harness import ServerProcess
 from tests.store.hub_server import HubConfig, HubServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,3 +107,30 @@ def same_files(a: Path, b: Path, *, ignore: set[str]) -> list[str]:
 
     left, right = files(a), files(b)
     return sorted(k for k in left.keys() | right.keys() if left.get(k) != right.get(k))
+
+
+@contextmanager
+def serving(home: Path, model_id: str) -> Iterator[str]:
+    """``sidelight serve`` a stored model by id; yields the server's base URL."""
+    server = ServerProcess(home, Path(model_id))
+    try:
+        server.wait_ready()
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+def assert_completes(base_url: str, model_id: str, max_tokens: int) -> None:
+    """A chat completion of exactly ``max_tokens`` tokens succeeds."""
+    reply = httpx.post(
+        f"{base_url}/v1/chat/completions",
+        json={
+            "model": model_id,
+            "messages": [{"role": "user", "content": "Hello"}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        },
+        timeout=60,
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["completion_tokens"] == max_tokens

@@ -16,7 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
@@ -32,8 +31,7 @@ from engine.store.convert import (
 from engine.store.convert_child import optimum_argv
 from engine.store.errors import Cancelled, StoreError
 from engine.store.progress import Progress
-from tests.server.harness import ServerProcess
-from tests.store.conftest import ROOT, sidelight
+from tests.store.conftest import ROOT, assert_completes, serving, sidelight
 
 MAKE_CHECKPOINT = Path(__file__).with_name("make_tiny_checkpoint.py")
 CONVERT_PYTHON = (
@@ -108,23 +106,8 @@ def test_cli_converts_to_int4_and_the_result_serves(
         assert (model.folder / name).is_file()
     assert not [p for p in model.folder.iterdir() if p.name.startswith(".")]
 
-    server = ServerProcess(sidelight_home, Path("tiny-qwen2-int4"))
-    try:
-        server.wait_ready()
-        reply = httpx.post(
-            f"{server.base_url}/v1/chat/completions",
-            json={
-                "model": "tiny-qwen2-int4",
-                "messages": [{"role": "user", "content": "Hello"}],
-                "max_tokens": 4,
-                "ignore_eos": True,
-            },
-            timeout=60,
-        )
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["usage"]["completion_tokens"] == 4
-    finally:
-        server.stop()
+    with serving(sidelight_home, "tiny-qwen2-int4") as url:
+        assert_completes(url, "tiny-qwen2-int4", 4)
 
 
 def test_npu_recipe_is_symmetric_channel_wise_int4(

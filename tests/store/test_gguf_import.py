@@ -13,8 +13,7 @@ from engine.store import ModelStore
 from engine.store.errors import StoreError
 from engine.store.gguf_import import import_gguf
 from tests.engine.test_models import write_gguf
-from tests.server.harness import ServerProcess
-from tests.store.conftest import sidelight
+from tests.store.conftest import assert_completes, serving, sidelight
 
 
 def test_cli_imports_a_gguf_and_serves_it_by_id(tiny_gguf: Path, sidelight_home: Path) -> None:
@@ -29,25 +28,10 @@ def test_cli_imports_a_gguf_and_serves_it_by_id(tiny_gguf: Path, sidelight_home:
     assert stored.read_bytes() == tiny_gguf.read_bytes()
     assert stored.is_relative_to(sidelight_home / "models" / "demo-gguf")
 
-    server = ServerProcess(sidelight_home, Path("demo-gguf"))
-    try:
-        server.wait_ready()
-        models = httpx.get(f"{server.base_url}/v1/models", timeout=10).json()
+    with serving(sidelight_home, "demo-gguf") as url:
+        models = httpx.get(f"{url}/v1/models", timeout=10).json()
         assert [m["id"] for m in models["data"]] == ["demo-gguf"]
-        reply = httpx.post(
-            f"{server.base_url}/v1/chat/completions",
-            json={
-                "model": "demo-gguf",
-                "messages": [{"role": "user", "content": "Hello"}],
-                "max_tokens": 3,
-                "ignore_eos": True,
-            },
-            timeout=60,
-        )
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["usage"]["completion_tokens"] == 3
-    finally:
-        server.stop()
+        assert_completes(url, "demo-gguf", 3)
 
 
 def test_save_ir_stores_an_ir_folder_next_to_the_gguf(tiny_gguf: Path, store: ModelStore) -> None:
