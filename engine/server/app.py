@@ -7,6 +7,9 @@ the key check so a browser's preflight gets its answer, and a refused origin nev
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -79,9 +82,19 @@ def create_app(
     ]
     if settings.api_key:
         middleware.append(Middleware(ApiKeyMiddleware, api_key=settings.api_key))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine.read_on_loop()  # tokens reach the streams without a thread hop
+        try:
+            yield
+        finally:
+            engine.read_on_thread()
+
     app = Starlette(
         routes=routes,
         middleware=middleware,
+        lifespan=lifespan,
         exception_handlers={
             APIError: handle_api_error,
             HTTPException: handle_http_exception,

@@ -37,7 +37,7 @@ class ServerRunner:
             port=port,
             log_config=None,
             access_log=False,
-            lifespan="off",
+            lifespan="on",  # the app moves engine reading onto this loop
             timeout_graceful_shutdown=3,
             ws="none",
         )

@@ -111,7 +111,14 @@ class Embed:
     texts: tuple[str, ...]
 
 
-Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed
+@dataclass(frozen=True)
+class Ping:
+    """Answered at once with :class:`Pong` (the client uses it to hand reading over)."""
+
+    token: int
+
+
+Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Ping
 
 # ---- events: worker -> server ------------------------------------------------------------
 
@@ -210,6 +217,11 @@ class Embedded:
     prompt_tokens: int
 
 
+@dataclass(frozen=True)
+class Pong:
+    token: int
+
+
 Event = (
     WorkerStarted
     | LoadProgress
@@ -221,4 +233,5 @@ Event = (
     | TextDelta
     | Finished
     | Embedded
+    | Pong
 )

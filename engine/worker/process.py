@@ -29,6 +29,8 @@ from engine.worker.messages import (
     ModelLoaded,
     ModelLoadFailed,
     ModelUnloaded,
+    Ping,
+    Pong,
     RequestRejected,
     Shutdown,
     Submit,
@@ -129,6 +131,8 @@ class Worker:
             self._send([ModelUnloaded()])
         elif isinstance(command, Embed):
             self._send([self._embed(command)])
+        elif isinstance(command, Ping):
+            self._send([Pong(command.token)])
         elif isinstance(command, Shutdown):
             self._stopping = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,66 @@ def test_restart_after_worker_is_killed(
         assert status.state == READY and status.restarts == 1
         assert status.worker_pid != first.worker_pid and status.failed == 1
         hello = dialogue(dialogues, "hello")
+        assert asyncio.run(generate(client, messages=hello["messages"]))[0] == hello["reply"]
+    finally:
+        client.close()
+
+
+def test_reading_moves_to_the_event_loop_and_back(
+    sidelight_home: Path, tiny_model: Path, dialogues: dict[str, Any]
+) -> None:
+    """A server's loop reads the pipe itself (no reader thread), across a worker crash, while
+    another loop streams too, and hands reading back to a thread when it stops."""
+    hello = dialogue(dialogues, "hello")
+    client = make_client(sidelight_home)
+    client.start()
+
+    def reader_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name == "engine-reader"]
+
+    async def until_loop_reads() -> None:
+        for _ in range(500):
+            if client.reads_on == "loop":
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the loop never took over reading")
+
+    async def scenario() -> None:
+        client.read_on_loop()
+        await until_loop_reads()
+        assert reader_threads() == []
+        assert (await generate(client, messages=hello["messages"]))[0] == hello["reply"]
+
+        # Another loop (a chat window's) gets its events across threads.
+        other = await asyncio.to_thread(
+            lambda: asyncio.run(generate(client, messages=hello["messages"]))
+        )
+        assert other[0] == hello["reply"]
+
+        pid = client.status().worker_pid
+        stream = client.submit(
+            messages=dialogue(dialogues, "count")["messages"],
+            max_tokens=1500,
+            sampling=SamplingParams(temperature=0, ignore_eos=True),
+        )
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                os.kill(pid or 0, signal.SIGKILL)
+            else:
+                assert event.finish_reason == "error"
+        status = await asyncio.to_thread(client.wait_for, {READY, ERROR}, 120)
+        assert status.state == READY and status.restarts == 1
+        await until_loop_reads()  # the new worker's pipe is read by the loop too
+        assert (await generate(client, messages=hello["messages"]))[0] == hello["reply"]
+
+        client.read_on_thread()
+        assert client.reads_on == "thread" and reader_threads() == ["engine-reader"]
+
+    try:
+        client.load(spec_from_path(tiny_model))
+        assert client.wait_for({READY, ERROR}, 120).state == READY
+        asyncio.run(scenario())
+        # The loop is gone; the reader thread serves the next loop.
         assert asyncio.run(generate(client, messages=hello["messages"]))[0] == hello["reply"]
     finally:
         client.close()
