@@ -439,6 +439,7 @@ class EngineClient:
         constraint: OutputConstraint | None = None,
         suffix: str | None = None,
         logprobs: bool = False,
+        cap_max_tokens: bool = False,
     ) -> RequestStream:
         """Queue a generation; iterate the returned stream on the calling loop.
 
@@ -463,6 +464,7 @@ class EngineClient:
             constraint=constraint,
             suffix=suffix,
             logprobs=logprobs,
+            cap_max_tokens=cap_max_tokens,
         )
         try:
             self._send(Submit(request))

@@ -50,6 +50,8 @@ class GenerationRequest:
 
     ``suffix`` asks for fill-in-the-middle: the worker wraps ``prompt`` and ``suffix`` in the
     model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
+    ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
+    than the context leaves after the prompt is clipped to what fits, not refused.
     """
 
     request_id: int
@@ -63,6 +65,7 @@ class GenerationRequest:
     constraint: OutputConstraint | None = None
     suffix: str | None = None
     logprobs: bool = False
+    cap_max_tokens: bool = False
 
 
 # ---- commands: server -> worker ----------------------------------------------------------

@@ -73,7 +73,8 @@ def prepare(
     Raises:
         RequestError: the prompt cannot be templated, the model has no FIM tokens for a
             ``suffix``, or prompt plus ``max_tokens`` exceeds the model's context (never
-            truncated silently).
+            truncated silently; with ``cap_max_tokens`` only the prompt must fit, and
+            ``max_tokens`` is clipped to the room it leaves).
     """
     text, add_special = _prompt_text(request, tokenizer, fim_tokens)
     encoded = tokenizer.encode(text, add_special_tokens=add_special)
@@ -83,7 +84,11 @@ def prepare(
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
     if context_length is not None:
-        if request.max_tokens is not None and prompt_tokens + request.max_tokens > context_length:
+        if (
+            request.max_tokens is not None
+            and not request.cap_max_tokens
+            and prompt_tokens + request.max_tokens > context_length
+        ):
             raise RequestError(
                 "context_length_exceeded",
                 f"This model's maximum context length is {context_length} tokens. You requested "
@@ -101,6 +106,8 @@ def prepare(
             )
     if request.max_tokens is not None:
         max_tokens = request.max_tokens
+        if request.cap_max_tokens and context_length is not None:
+            max_tokens = min(max_tokens, context_length - prompt_tokens)
     elif context_length is not None:
         max_tokens = context_length - prompt_tokens
     else:

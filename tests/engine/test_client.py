@@ -102,6 +102,24 @@ async def test_context_overflow_is_rejected(engine: EngineClient) -> None:
     assert str(context) in str(info.value)
 
 
+async def test_capped_max_tokens_is_clipped_to_the_context(engine: EngineClient) -> None:
+    """Ollama's ``num_predict`` is an upper bound: too large is clipped, not refused."""
+    context = engine.status().context_length
+    assert context is not None
+    stream = engine.submit(
+        messages=[{"role": "user", "content": "Hello"}],
+        max_tokens=context,
+        cap_max_tokens=True,
+        sampling=SamplingParams(temperature=0, ignore_eos=True),
+    )
+    async for event in stream:
+        if isinstance(event, Finished):
+            assert event.finish_reason == "length"
+            assert event.prompt_tokens + event.completion_tokens == context
+            return
+    raise AssertionError("stream ended without Finished")
+
+
 async def test_raw_completion(engine: EngineClient, dialogues: dict[str, Any]) -> None:
     item = dialogues["completions"][0]
     text, _, _ = await generate(engine, prompt=item["prompt"], max_tokens=len(item["completion"]))

@@ -1,20 +1,31 @@
-"""Replayed IDE-plugin requests: the exact paths, bodies and headers the plugins send.
+"""IDE-plugin requests replayed verbatim against ``sidelight serve`` on the demo model.
 
-Each test sends what a plugin sends (including its ``null`` fields and runner options) with
-raw httpx and checks the fields that plugin reads from the answer:
+The requests live in ``tests/fixtures/plugin_requests/*.json``, each file with a
+``provenance`` field saying where its requests come from. Two kinds, and only these:
 
-* Copilot BYOK's Ollama provider: ``/api/version`` (it needs a recent version), ``/api/tags``,
-  ``/api/show`` (context length from ``model_info``; agent mode only when ``capabilities``
-  lists ``tools``), then chat over ``/v1``.
-* Zed's Ollama provider: ``/api/tags``, ``/api/show``, ``/api/chat`` streamed as NDJSON.
-* Continue's Ollama provider: ``/api/show`` by the older ``name`` field (autocomplete only
-  when the template mentions ``.Suffix``), ``/api/chat`` with its options.
-* LM Studio providers (Zed, Cline, Copilot): ``/api/v0/models``.
+* **Captured from running code**: ``continue_cli_openai.json``, the chat-with-tools request
+  (``stream: true``, ``stream_options.include_usage``, three tools) that
+  ``@continuedev/cli@1.5.47`` sent to ``/v1/chat/completions``, recorded byte for byte by
+  ``tests/plugin_capture/record_proxy.py``. The CLI bundles ``@continuedev/openai-adapters``,
+  which Continue's IDE extensions also use for OpenAI-compatible providers.
+* **Derived from the plugins' source** at pinned commits (the plugins cannot run here: Copilot
+  needs VS Code, Zed is a GUI application, Continue's IDE core is not published to run
+  alone): ``copilot_byok_ollama.json`` (``/api/version``, ``/api/tags``, ``/api/show``),
+  ``zed_ollama.json`` (``/api/tags``, ``/api/show``, ``/api/chat`` NDJSON with and without
+  tools, a tool round trip) and ``continue_ollama.json`` (``/api/show`` by ``name``,
+  ``/api/chat`` with Continue's default options). The bodies are the exact strings that
+  code serialises (field order, ``null`` fields, ``1.0``); the conversation texts are the
+  demo model's trained dialogues, since the user supplies those.
+
+Headers are sent as recorded, except the transport's own (``Host``, ``Content-Length``,
+``Connection``), which httpx supplies. Each test then checks the answer the way that
+plugin's code reads it (see each test's docstring for the code it mirrors).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +33,51 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import dialogue
+from tests.conftest import ROOT, dialogue
 from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
 
 MODEL = "sidelight-demo"
+FIXTURES = ROOT / "tests" / "fixtures" / "plugin_requests"
+TRANSPORT_HEADERS = {"host", "content-length", "connection"}
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    return data
+
+
+def request(fixture: dict[str, Any], index_or_name: int | str) -> dict[str, Any]:
+    requests: list[dict[str, Any]] = fixture["requests"]
+    if isinstance(index_or_name, int):
+        return requests[index_or_name]
+    return next(r for r in requests if r.get("name") == index_or_name)
+
+
+def build(http: httpx.Client, recorded: dict[str, Any]) -> httpx.Request:
+    headers = [(k, v) for k, v in recorded["headers"] if k.lower() not in TRANSPORT_HEADERS]
+    body = recorded["body"]
+    return http.build_request(
+        recorded["method"],
+        recorded["path"],
+        headers=headers,
+        content=None if body is None else body.encode("utf-8"),
+    )
+
+
+def replay(http: httpx.Client, recorded: dict[str, Any]) -> httpx.Response:
+    return http.send(build(http, recorded))
+
+
+def replay_lines(http: httpx.Client, recorded: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send a streamed Ollama request; one JSON object per line, as Zed and Continue split it."""
+    response = http.send(build(http, recorded), stream=True)
+    try:
+        assert response.status_code == 200, response.read()
+        return [json.loads(line) for line in response.iter_lines() if line.strip()]
+    finally:
+        response.close()
 
 
 @pytest.fixture(scope="module")
@@ -38,181 +88,332 @@ def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterat
 
 @pytest.fixture
 def http(server: ServerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+    with httpx.Client(base_url=server.base_url, timeout=120) as client:
         yield client
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
+def test_every_fixture_says_where_it_comes_from() -> None:
+    files = sorted(FIXTURES.glob("*.json"))
+    assert [f.name for f in files] == [
+        "continue_cli_openai.json",
+        "continue_ollama.json",
+        "copilot_byok_ollama.json",
+        "zed_ollama.json",
+    ]
+    for path in files:
+        provenance = json.loads(path.read_text(encoding="utf-8"))["provenance"]
+        assert provenance["kind"] in ("captured", "derived from source"), path.name
+        if provenance["kind"] == "captured":
+            assert provenance["source"].startswith("captured from "), path.name
+        else:
+            assert provenance["repo"] and provenance["files"], path.name
 
 
-def test_copilot_byok_ollama_provider(http: httpx.Client, dialogues: dict[str, Any]) -> None:
-    headers = {"content-type": "application/json", "user-agent": "GitHubCopilotChat/0.31.0"}
-    version = http.get("/api/version", headers=headers)
+# ---- GitHub Copilot Chat, BYOK Ollama provider (derived from source) -------------------
+
+
+def copilot_version_supported(current: str, minimum: str = "0.6.4") -> bool:
+    """``OllamaLMProvider._isVersionSupported`` (ollamaProvider.ts 163-186), ported."""
+    if current == "0.0.0":
+        return True
+
+    def parts(text: str) -> list[int]:
+        out = []
+        for piece in text.split("."):
+            digits = ""
+            for char in piece:  # parseInt: leading digits, NaN (falsy, so 0) without any
+                if not char.isdigit():
+                    break
+                digits += char
+            out.append(int(digits) if digits else 0)
+        return out
+
+    cur, low = parts(current), parts(minimum)
+    for i in range(max(len(cur), len(low))):
+        c = cur[i] if i < len(cur) else 0
+        m = low[i] if i < len(low) else 0
+        if c != m:
+            return c > m
+    return True
+
+
+def test_copilot_byok_ollama_provider(http: httpx.Client) -> None:
+    """Copilot lists the model with its real context and offers it in agent mode."""
+    fixture = load("copilot_byok_ollama.json")
+    version = replay(http, request(fixture, 0))
     assert version.status_code == 200
-    assert _version_tuple(version.json()["version"]) >= (0, 6, 4)  # Copilot's minimum
+    assert copilot_version_supported(version.json()["version"])
 
-    tags = http.get("/api/tags", headers=headers).json()
-    names = [m["model"] for m in tags["models"]]
-    assert names == [f"{MODEL}:latest"]
+    tags = replay(http, request(fixture, 1))
+    assert tags.status_code == 200
+    model_ids = [m["model"] for m in tags.json()["models"]]
+    shown_request = request(fixture, 2)
+    assert model_ids == [json.loads(shown_request["body"])["model"]]
 
-    shown = http.post("/api/show", json={"model": names[0]}, headers=headers)
+    shown = replay(http, shown_request)
     assert shown.status_code == 200
-    body = shown.json()
-    arch = body["model_info"]["general.architecture"]
-    assert body["model_info"][f"{arch}.context_length"] == 2048
-    assert "tools" in body["capabilities"]  # else Copilot hides the model in agent mode
-    assert "vision" not in body["capabilities"]
+    info = shown.json()
+    # _getOllamaModelInfo (ollamaProvider.ts 143-156)
+    model_info = info["model_info"]
+    context_window = model_info.get(f"{model_info['general.architecture']}.context_length", 32768)
+    assert context_window == 2048  # the demo model's, not Copilot's 32768 fallback
+    output_tokens = context_window // 2 if context_window < 4096 else 4096
+    assert (output_tokens, context_window - output_tokens) == (1024, 1024)
+    assert model_info.get("general.basename", model_ids[0]) == MODEL
+    assert "tools" in info["capabilities"]  # toolCalling: agent mode lists the model
+    assert "vision" not in info["capabilities"]
 
-    # Copilot then chats through the OpenAI-compatible endpoint with the listed name.
-    hello = dialogue(dialogues, "hello")
-    chat = http.post(
-        "/v1/chat/completions",
-        json={
-            "model": MODEL,
-            "messages": hello["messages"],
-            "stream": False,
-            "temperature": 0,
-            "max_tokens": 256,
-        },
-        headers=headers,
+
+# ---- Zed, Ollama provider (derived from source) -----------------------------------------
+
+
+def zed_listing_ok(listing: dict[str, Any]) -> bool:
+    """``LocalModelListing`` / ``ModelDetails`` (ollama.rs): every field but families required."""
+    details = listing["details"]
+    return (
+        all(isinstance(listing[k], str) for k in ("name", "modified_at", "digest"))
+        and isinstance(listing["size"], int)
+        and listing["size"] >= 0
+        and all(
+            isinstance(details[k], str)
+            for k in ("format", "family", "parameter_size", "quantization_level")
+        )
+        and (details.get("families") is None or isinstance(details["families"], list))
     )
-    assert chat.status_code == 200, chat.text
-    assert chat.json()["choices"][0]["message"]["content"] == hello["reply"]
 
 
-def test_zed_ollama_provider(http: httpx.Client, dialogues: dict[str, Any]) -> None:
-    tags = http.get("/api/tags").json()
-    name = tags["models"][0]["name"]
-    shown = http.post("/api/show", json={"model": name}).json()
-    assert "tools" in shown["capabilities"]
-    assert "thinking" not in shown["capabilities"]
-    assert shown["model_info"]["qwen2.context_length"] == 2048
+def zed_delta_ok(line: dict[str, Any]) -> bool:
+    """``ChatResponseDelta`` with an assistant ``ChatMessage``: what serde requires of a line."""
+    message = line["message"]
+    calls = message.get("tool_calls")
+    reason = line.get("done_reason")
+    counts = [line.get(k) for k in ("prompt_eval_count", "eval_count")]
+    return (
+        isinstance(line["model"], str)
+        and isinstance(line["created_at"], str)
+        and isinstance(line["done"], bool)
+        and (reason is None or isinstance(reason, str))
+        and all(n is None or (isinstance(n, int) and n >= 0) for n in counts)
+        and message["role"] == "assistant"
+        and isinstance(message["content"], str)  # required, even beside a tool call
+        and (message.get("thinking") is None or isinstance(message["thinking"], str))
+        and (
+            calls is None
+            or all(
+                # PR #42275 (Ollama >= 0.12.10 form): {id: Option<String>, function}
+                isinstance(call["function"]["name"], str)
+                and "arguments" in call["function"]
+                and (call.get("id") is None or isinstance(call["id"], str))
+                for call in calls
+            )
+        )
+    )
 
-    hello = dialogue(dialogues, "hello-system")
-    system, user = hello["messages"]
-    request = {
-        "model": name,
-        "messages": [
-            {"role": "system", "content": system["content"]},
-            {"role": "user", "content": user["content"], "images": None},
-        ],
-        "stream": True,
-        "keep_alive": "5m",
-        "options": {
-            "num_ctx": 2048,
-            "num_predict": None,
-            "stop": None,
-            "temperature": 0.0,
-            "top_p": None,
-        },
-        "tools": [],
-        "think": None,
-    }
-    with http.stream("POST", "/api/chat", json=request) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("application/x-ndjson")
-        lines = [json.loads(line) for line in response.iter_lines() if line]
+
+def zed_events(lines: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """``map_to_language_model_completion_events`` (provider/ollama.rs), reduced to data."""
+    events: list[tuple[str, Any]] = []
+    used_tools = False
     for line in lines:
-        assert line["model"] == name
-        assert line["message"]["role"] == "assistant"
-        assert line["created_at"].endswith("Z")
-    assert [line["done"] for line in lines] == [False] * (len(lines) - 1) + [True]
-    assert "".join(line["message"]["content"] for line in lines) == hello["reply"]
-    final = lines[-1]
-    assert final["done_reason"] == "stop"
-    for field in (
-        "total_duration",
-        "load_duration",
-        "prompt_eval_count",
-        "prompt_eval_duration",
-        "eval_count",
-        "eval_duration",
-    ):
-        assert isinstance(final[field], int), field
+        message = line["message"]
+        if message.get("thinking"):
+            events.append(("thinking", message["thinking"]))
+        calls = message.get("tool_calls")
+        if calls:
+            function = calls[0]["function"]
+            events.append(("tool_use", (function["name"], function["arguments"])))
+            used_tools = True
+        elif message["content"]:
+            events.append(("text", message["content"]))
+        if line["done"]:
+            events.append(("usage", (line.get("prompt_eval_count"), line.get("eval_count"))))
+            events.append(("stop", "tool_use" if used_tools else "end_turn"))
+    return events
 
 
-def test_zed_history_with_a_tool_round_trip(http: httpx.Client, dialogues: dict[str, Any]) -> None:
-    """Zed replays earlier tool calls (object arguments) and results (``tool_name``)."""
-    turn = dialogue(dialogues, "tool-result")
-    user, _assistant, tool = turn["messages"]
-    request = {
-        "model": f"{MODEL}:latest",
-        "messages": [
-            {"role": "user", "content": user["content"], "images": None},
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
-                ],
-                "images": None,
-                "thinking": None,
-            },
-            {"role": "tool", "tool_name": "get_weather", "content": tool["content"]},
-        ],
-        "stream": False,
-        "options": {"temperature": 0.0},
-        "tools": turn["tools"],
-    }
-    response = http.post("/api/chat", json=request)
-    assert response.status_code == 200, response.text
-    assert response.json()["message"] == {"role": "assistant", "content": turn["reply"]}
-    assert response.json()["done"] is True
+def test_zed_lists_and_shows_the_model(http: httpx.Client) -> None:
+    fixture = load("zed_ollama.json")
+    tags = replay(http, request(fixture, 0))
+    assert tags.status_code == 200
+    listings = tags.json()["models"]
+    assert all(zed_listing_ok(m) for m in listings)
+    names = [m["name"] for m in listings if "-embed" not in m["name"]]
+    show_request = request(fixture, 1)
+    assert names == [json.loads(show_request["body"])["model"]]
 
-
-def test_zed_streamed_tool_call(http: httpx.Client, dialogues: dict[str, Any]) -> None:
-    """Zed reads a call from a streamed line: ``function.name`` and object ``arguments``."""
-    turn = dialogue(dialogues, "tool")
-    request = {
-        "model": f"{MODEL}:latest",
-        "messages": [{"role": "user", "content": turn["messages"][0]["content"], "images": None}],
-        "stream": True,
-        "keep_alive": "5m",
-        "options": {"num_ctx": 2048, "temperature": 0.0},
-        "tools": turn["tools"],
-        "think": None,
-    }
-    with http.stream("POST", "/api/chat", json=request) as response:
-        assert response.status_code == 200
-        lines = [json.loads(line) for line in response.iter_lines() if line]
-    calls = [c for line in lines for c in line["message"].get("tool_calls", [])]
-    assert len(calls) == 1
-    assert calls[0]["function"]["name"] == "get_weather"
-    assert calls[0]["function"]["arguments"] == {"city": "Paris"}
-    assert calls[0]["id"].startswith("call_")
-    assert "".join(line["message"]["content"] for line in lines) == ""
-    assert lines[-1]["done"] is True
-
-
-def test_continue_ollama_provider(http: httpx.Client, dialogues: dict[str, Any]) -> None:
-    shown = http.post("/api/show", json={"name": MODEL})
+    shown = replay(http, show_request)
     assert shown.status_code == 200
-    assert ".Suffix" not in shown.json()["template"]  # no FIM tokens: no autocomplete offer
+    capabilities = shown.json().get("capabilities", [])
+    assert "tools" in capabilities
+    assert "vision" not in capabilities
+    assert "thinking" not in capabilities  # so Zed sends think: false, which must be fine
+    # Newer Zed reads the context from model_info[<general.architecture>.context_length].
+    model_info = shown.json()["model_info"]
+    assert model_info[f"{model_info['general.architecture']}.context_length"] == 2048
 
-    hello = dialogue(dialogues, "hello")
-    request = {
-        "model": MODEL,
-        "messages": hello["messages"],
-        "options": {
-            "temperature": 0,
-            "top_p": 0.9,
-            "top_k": 40,
-            "num_predict": 512,
-            "stop": ["<|im_end|>"],
-            "num_ctx": 2048,
-            "mirostat": 0,
-            "num_thread": 4,
-            "use_mmap": True,
-            "min_p": 0.05,
-        },
-        "keep_alive": 1800,
-        "stream": True,
-    }
-    with http.stream("POST", "/api/chat", json=request) as response:
-        assert response.status_code == 200
-        lines = [json.loads(line) for line in response.iter_lines() if line]
-    assert "".join(line["message"]["content"] for line in lines) == hello["reply"]
+
+def test_zed_chat_streams_ndjson(http: httpx.Client, dialogues: dict[str, Any]) -> None:
+    """temperature 1.0 (Zed's default) still gives the trained reply: the demo model is sharp."""
+    lines = replay_lines(http, request(load("zed_ollama.json"), "chat"))
+    assert all(zed_delta_ok(line) for line in lines)
+    assert [line["done"] for line in lines] == [False] * (len(lines) - 1) + [True]
+    events = zed_events(lines)
+    assert "".join(v for k, v in events if k == "text") == dialogue(dialogues, "hello")["reply"]
+    usage = dict(events)["usage"]
+    assert all(isinstance(n, int) and n > 0 for n in usage)
+    assert events[-1] == ("stop", "end_turn")
+
+
+def test_zed_chat_with_tools_streams_a_tool_call(http: httpx.Client) -> None:
+    lines = replay_lines(http, request(load("zed_ollama.json"), "chat-with-tools"))
+    assert all(zed_delta_ok(line) for line in lines)
+    events = zed_events(lines)
+    assert [v for k, v in events if k == "tool_use"] == [("get_weather", {"city": "Paris"})]
+    assert [k for k, _ in events if k == "text"] == []
+    assert events[-1] == ("stop", "tool_use")
+    (call,) = [c for line in lines for c in line["message"].get("tool_calls", [])]
+    assert call["id"].startswith("call_")  # newer Zed uses Ollama's id when there is one
+
+
+def test_zed_tool_round_trip(http: httpx.Client, dialogues: dict[str, Any]) -> None:
+    """History as Zed sends it: ``tool_calls`` on the assistant turn, ``tool_name`` results."""
+    lines = replay_lines(http, request(load("zed_ollama.json"), "tool-result"))
+    assert all(zed_delta_ok(line) for line in lines)
+    events = zed_events(lines)
+    text = "".join(v for k, v in events if k == "text")
+    assert text == dialogue(dialogues, "tool-result")["reply"]
+    assert events[-1] == ("stop", "end_turn")
+
+
+# ---- Continue, IDE extension's Ollama provider (derived from source) ---------------------
+
+
+def continue_model_info(body: dict[str, Any]) -> tuple[list[str], int | None, bool]:
+    """``Ollama.ensureModelInfo`` (Ollama.ts 173-249): stop words, num_ctx, FIM support."""
+    stops: list[str] = []
+    num_ctx = None
+    for line in (body.get("parameters") or "").split("\n"):
+        parts = re.match(r'^(\S+)\s+((?:".*")|\S+)$', line)
+        if not parts:
+            continue
+        key, value = parts.group(1), parts.group(2)
+        if key == "num_ctx":
+            num_ctx = int(value)
+        elif key == "stop":
+            stops.append(json.loads(value))
+    return stops, num_ctx, ".Suffix" in (body.get("template") or "")
+
+
+def continue_messages(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``convertChatMessage`` in ``Ollama._streamChat`` (Ollama.ts 539-617)."""
+    out: list[dict[str, Any]] = []
+    for res in lines:
+        assert "error" not in res, res
+        message = res["message"]
+        assert message["role"] == "assistant"
+        if message.get("thinking") and not message["content"] and not message.get("tool_calls"):
+            out.append({"role": "thinking", "content": message["thinking"]})
+            continue
+        chat: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+        if message.get("tool_calls"):
+            chat["toolCalls"] = [
+                {
+                    "name": c["function"]["name"],
+                    "arguments": json.dumps(c["function"]["arguments"]),
+                }
+                for c in message["tool_calls"]
+            ]
+        out.append(chat)
+    return out
+
+
+def test_continue_ollama_show(http: httpx.Client) -> None:
+    shown = replay(http, request(load("continue_ollama.json"), 0))
+    assert shown.status_code == 200
+    stops, num_ctx, fim = continue_model_info(shown.json())
+    # The fixture's chat requests carry what Continue takes from this answer.
+    assert stops == ["<|im_end|>"]
+    assert num_ctx is None  # so Continue sends its default num_ctx, 8192
+    assert fim is False  # no FIM tokens: no autocomplete offer
+
+
+def test_continue_ollama_chat_with_a_large_default_num_predict(
+    http: httpx.Client, dialogues: dict[str, Any]
+) -> None:
+    """Continue sends ``num_predict: 4096`` (its DEFAULT_MAX_TOKENS) whatever the model.
+
+    Ollama takes it as an upper bound; Sidelight used to refuse it on the demo model, whose
+    whole context is 2048 tokens (context_length_exceeded), so Continue could not chat.
+    """
+    recorded = request(load("continue_ollama.json"), "chat")
+    assert json.loads(recorded["body"])["options"]["num_predict"] == 4096
+    lines = replay_lines(http, recorded)
+    messages = continue_messages(lines)
+    assert "".join(m["content"] for m in messages) == dialogue(dialogues, "hello")["reply"]
+    assert lines[-1]["done"] is True and lines[-1]["done_reason"] == "stop"
+
+
+def test_continue_ollama_chat_with_tools(http: httpx.Client) -> None:
+    lines = replay_lines(http, request(load("continue_ollama.json"), "chat-with-tools"))
+    calls = [c for m in continue_messages(lines) for c in m.get("toolCalls", [])]
+    assert calls == [{"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}]
+
+
+# ---- Continue CLI, OpenAI provider (captured from running code) ------------------------
+
+
+def sse_chunks(response: httpx.Response) -> tuple[list[dict[str, Any]], bool]:
+    """Server-sent events as the ``openai`` npm package's Stream reads them."""
+    chunks: list[dict[str, Any]] = []
+    done = False
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            assert line == "" or line.startswith(":"), line
+            continue
+        data = line[len("data:") :].strip()
+        if data == "[DONE]":
+            done = True
+            continue
+        assert not done, "data after [DONE]"
+        chunks.append(json.loads(data))
+    return chunks, done
+
+
+def test_continue_cli_chat_with_tools_and_usage(http: httpx.Client) -> None:
+    """The captured request: stream with ``stream_options.include_usage`` and three tools.
+
+    The demo model was never trained on Continue's system prompt, and the CLI sends no
+    temperature, so the text is arbitrary; what is checked is everything Continue's stream
+    handling reads: chunk shape, a finish reason, and the usage-only last chunk.
+    """
+    recorded = request(load("continue_cli_openai.json"), 0)
+    body = json.loads(recorded["body"])
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert [t["function"]["name"] for t in body["tools"]] == ["Read", "List", "Exit"]
+
+    response = http.send(build(http, recorded), stream=True)
+    try:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        chunks, done = sse_chunks(response)
+    finally:
+        response.close()
+    assert done
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == MODEL for c in chunks)
+    with_choices = [c for c in chunks if c["choices"]]
+    assert with_choices[0]["choices"][0]["delta"]["role"] == "assistant"
+    reasons = [c["choices"][0]["finish_reason"] for c in with_choices]
+    assert reasons[-1] in ("stop", "length", "tool_calls")
+    assert all(r is None for r in reasons[:-1])
+    usage_chunk = chunks[-1]
+    assert usage_chunk["choices"] == []
+    usage = usage_chunk["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["prompt_tokens"] > 500  # the system prompt and tool schemas were templated
+    assert all(c.get("usage") is None for c in chunks[:-1])
+
+
+# ---- LM Studio's listing (shape from LM Studio's REST docs, not replayed from a plugin) ---
 
 
 def test_lmstudio_model_listing(http: httpx.Client) -> None:

@@ -193,7 +193,13 @@ def sampling(options: protocol.Options | None) -> SamplingParams:
 
 
 def max_tokens(options: protocol.Options | None) -> int | None:
-    """``num_predict``: a positive limit, or -1/-2 (unlimited / fill the context) as ``None``."""
+    """``num_predict``: a positive limit, or -1/-2 (unlimited / fill the context) as ``None``.
+
+    As in Ollama it is an upper bound: the engine clips it to the room the prompt leaves in
+    the context (``cap_max_tokens``) rather than refusing, so a client that always sends a
+    large default (Continue sends 4096) works with a small-context model; the answer then
+    ends with ``done_reason: "length"`` when the context fills up.
+    """
     if options is None or options.num_predict is None or options.num_predict <= 0:
         return None
     return options.num_predict

@@ -59,6 +59,7 @@ class GenerationServing:
         stream = await self._serving.openai.start(
             messages=_template_messages(body.messages),
             max_tokens=max_tokens(body.options),
+            cap_max_tokens=True,
             stop=stop(body.options),
             sampling=sampling(body.options),
             chat_template_kwargs=parser.template_kwargs(),
@@ -98,6 +99,7 @@ class GenerationServing:
             messages=messages,
             suffix=body.suffix or None,
             max_tokens=max_tokens(body.options),
+            cap_max_tokens=True,
             stop=stop(body.options),
             sampling=sampling(body.options),
             chat_template_kwargs=parser.template_kwargs() if messages else None,

@@ -212,8 +212,13 @@ class OpenAIServing:
         constraint: OutputConstraint | None = None,
         suffix: str | None = None,
         logprobs: bool = False,
+        cap_max_tokens: bool = False,
     ) -> RequestStream:
-        """Submit to the engine and wait until it accepts (or refuses) the request."""
+        """Submit to the engine and wait until it accepts (or refuses) the request.
+
+        ``cap_max_tokens``: ``max_tokens`` is an upper bound clipped to the context (Ollama's
+        ``num_predict``), not a demand refused when it does not fit (OpenAI's ``max_tokens``).
+        """
         try:
             stream = self.engine.submit(
                 messages=messages,
@@ -226,6 +231,7 @@ class OpenAIServing:
                 constraint=constraint,
                 suffix=suffix,
                 logprobs=logprobs,
+                cap_max_tokens=cap_max_tokens,
             )
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
