@@ -1,13 +1,16 @@
-"""Convert a JSON schema into a grammar for compact JSON (no whitespace between tokens).
+"""Convert a JSON schema into a grammar for compact JSON (no free whitespace between tokens).
 
 Why: GenAI 2026.4 compiles ``StructuredOutputConfig.json_schema`` with XGrammar's defaults,
 which allow any whitespace between JSON tokens, and neither GenAI nor its structural tags
 expose XGrammar's ``any_whitespace`` switch. A model that does not know the format (a small
 or untrained one) then pads the JSON with spaces and newlines until ``max_tokens`` and the
-client gets truncated, invalid JSON. The grammar built here admits only compact JSON
-(``{"a":1,"b":[true,null]}``), as OpenAI's strict mode writes it, so at every point the
-model must take a step that moves the JSON forward. It is XGrammar's EBNF dialect, passed to
-GenAI as ``StructuredOutputConfig(grammar=...)`` or as an ``EBNF`` structural tag.
+client gets truncated, invalid JSON. The grammar built here admits compact JSON
+(``{"a":1,"b":[true,null]}``, as OpenAI's strict mode writes it) with at most one space after
+a ``,`` or ``:`` (``{"a": 1, "b": [true, null]}``, as ``json.dumps`` writes it, so a model
+trained on that style is not pushed off it). A space never follows a space, so at every
+point the model must soon take a step that moves the JSON forward. The grammar is in
+XGrammar's EBNF dialect, passed to GenAI as ``StructuredOutputConfig(grammar=...)`` or as an
+``EBNF`` structural tag.
 
 Supported subset (what tool parameters and response formats use in practice, including the
 schemas pydantic and the ``openai`` SDK produce):
@@ -33,8 +36,8 @@ unbounded unless the schema sets ``maxLength``.
 
 Anything else (``pattern``, ``format``, numeric bounds, ``prefixItems``, ``not``, ...) raises
 :class:`UnsupportedSchema`. The caller then falls back to GenAI's own ``json_schema``, which
-enforces those keywords but allows free whitespace: a valid schema is always honoured, never
-refused for being outside this subset, and a schema GenAI cannot compile is still a 400.
+enforces those keywords but allows free whitespace: a valid schema is always honoured and
+never refused for being outside this subset; invalid schemas are refused as before.
 
 Pure Python; used in the engine worker when it builds a request's ``GenerationConfig``.
 """
@@ -89,6 +92,10 @@ _HANDLED = frozenset(
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _MAX_DEPTH = 64
 
+# Separators: one optional space after each, as ``json.dumps`` writes them by default, so a
+# model trained on that style keeps it; never more, so whitespace cannot run on.
+_COMMA = '"," " "?'
+_COLON = '":" " "?'
 # Compact JSON terminals. A string excludes control characters, as JSON requires. Numbers
 # have at most 16 digits before the point and 16 after (a double's precision): otherwise a
 # small model runs on digit after digit until max_tokens, as it does with whitespace.
@@ -96,8 +103,10 @@ _BASIC_RULES = {
     "json_value": (
         'json_object | json_array | json_string | json_number | "true" | "false" | "null"'
     ),
-    "json_object": '"{" (json_string ":" json_value ("," json_string ":" json_value)*)? "}"',
-    "json_array": '"[" (json_value ("," json_value)*)? "]"',
+    "json_object": (
+        f'"{{" (json_string {_COLON} json_value ({_COMMA} json_string {_COLON} json_value)*)? "}}"'
+    ),
+    "json_array": f'"[" (json_value ({_COMMA} json_value)*)? "]"',
     "json_string": '"\\"" json_char* "\\""',
     "json_char": '[^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
     "json_number": '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?',
@@ -118,6 +127,9 @@ class UnsupportedSchema(ValueError):
 
 def compact_json_grammar(schema: Any) -> str:
     """An XGrammar EBNF grammar (start rule ``root``) for compact JSON valid against ``schema``.
+
+    At most one space follows each ``,`` and ``:``; there is no other whitespace outside
+    strings.
 
     Args:
         schema: a JSON schema, as parsed from JSON (a dict, or ``True`` for any value).
@@ -309,7 +321,7 @@ class _Builder:
         if items is False or high == 0:
             return '"[" "]"'
         item = self._value(items, f"{hint}_item", depth + 1)
-        rest = _repeat(f'"," {item}', max(low - 1, 0), None if high is None else high - 1)
+        rest = _repeat(f"{_COMMA} {item}", max(low - 1, 0), None if high is None else high - 1)
         body = f"{item} {rest}"
         return self._rule(f"{hint}_array", f'"[" {body} "]"' if low else f'"[" ({body})? "]"')
 
@@ -328,17 +340,17 @@ class _Builder:
         extra = None
         if extra_schema is not False:
             value = self._value(extra_schema, f"{hint}_extra", depth + 1)
-            extra = f'{self._basic("json_string")} ":" {value}'
+            extra = f"{self._basic('json_string')} {_COLON} {value}"
         pairs = [
-            f'{_json_literal(key)} ":" {self._value(sub, f"{hint}_{key}", depth + 1)}'
+            f"{_json_literal(key)} {_COLON} {self._value(sub, f'{hint}_{key}', depth + 1)}"
             for key, sub in properties.items()
         ]
         needed = [key in required for key in properties]
         # rest[k]: properties k.. after at least one pair was written (each needs a comma).
         rest: list[str] = [""] * (len(pairs) + 1)
-        rest[-1] = f'("," {extra})*' if extra else ""
+        rest[-1] = f"({_COMMA} {extra})*" if extra else ""
         for k in range(len(pairs) - 1, 0, -1):
-            step = f'"," {pairs[k]}' if needed[k] else f'("," {pairs[k]})?'
+            step = f"{_COMMA} {pairs[k]}" if needed[k] else f"({_COMMA} {pairs[k]})?"
             rest[k] = self._rule(f"{hint}_after_{k}", f"{step} {rest[k + 1]}".strip())
         # The first pair written is property k when every property before k is optional.
         firsts: list[str] = []
