@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.worker.json_grammar import UnsupportedSchema, compact_json_grammar
+from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, OutputConstraint
 
 logger = logging.getLogger(__name__)
@@ -204,10 +204,10 @@ def _structured(constraint: OutputConstraint) -> Any:
 
 
 def _compact_grammar(schema_text: str) -> str | None:
-    """A grammar for whitespace-free JSON, or None to let GenAI's json_schema enforce it."""
+    """A grammar for compact JSON, or None to let GenAI's json_schema (free whitespace) do it."""
     try:
         return compact_json_grammar(json.loads(schema_text))
-    except (UnsupportedSchema, ValueError) as exc:
+    except ValueError as exc:  # UnsupportedSchema, or (never expected) text that is not JSON
         logger.info("JSON schema enforced with free whitespace (%s)", exc)
         return None
 
