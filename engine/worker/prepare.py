@@ -7,10 +7,12 @@ special tokens (the template already holds them) and passed as ids.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, OutputConstraint
 
 logger = logging.getLogger(__name__)
@@ -197,13 +199,24 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
 
 
 def _structured(constraint: OutputConstraint) -> Any:
+    """GenAI's structured-output config for ``constraint``: compact JSON where we can."""
     import openvino_genai as ov_genai
 
     so = ov_genai.StructuredOutputConfig
+    grammar = _compact_grammar(constraint.json_schema)
     if not constraint.begin and not constraint.end:
-        return so(json_schema=constraint.json_schema)
-    tag = so.Tag(constraint.begin, so.JSONSchema(constraint.json_schema), constraint.end)
-    return so(compound_grammar=tag)
+        return so(grammar=grammar) if grammar else so(json_schema=constraint.json_schema)
+    content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
+    return so(structural_tags_config=so.Tag(constraint.begin, content, constraint.end))
+
+
+def _compact_grammar(schema_text: str) -> str | None:
+    """A grammar for compact JSON, or None to let GenAI's json_schema (free whitespace) do it."""
+    try:
+        return compact_json_grammar(json.loads(schema_text))
+    except ValueError as exc:  # UnsupportedSchema, or (never expected) text that is not JSON
+        logger.info("JSON schema enforced with free whitespace (%s)", exc)
+        return None
 
 
 def _first_line(exc: Exception) -> str:

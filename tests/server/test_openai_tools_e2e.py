@@ -4,7 +4,8 @@ A real ``sidelight serve`` on the tiny trained model (and, for embeddings, the t
 ``tests/fixtures/tiny-embed`` placed in the server's model store), driven by the official
 ``openai`` SDK. The model answers the dialogue prompts exactly under greedy decoding, so tool
 calls and think blocks are asserted character for character; on prompts it was never trained
-for, ``tool_choice`` must still produce calls that are valid against the tool's schema.
+for, ``tool_choice`` and ``response_format`` must still produce complete JSON, valid against
+its schema, that ends within a modest ``max_tokens`` (no whitespace padding).
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import shutil
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engine.settings import load_settings
 from engine.store import ModelStore
 from engine.store.manifest import Manifest, Source
 from tests.conftest import ROOT, dialogue
+from tests.schema_check import conforms, is_compact
 from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow
@@ -73,21 +75,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterat
     _store_embedding_model(home)
     with running_server(home, tiny_model) as proc:
         yield proc
-
-
-def _valid_for(schema: dict[str, Any], value: Any) -> bool:
-    """The small part of JSON Schema the test tools use."""
-    kinds = {"object": dict, "string": str, "boolean": bool, "integer": int}
-    if not isinstance(value, kinds[schema["type"]]):
-        return False
-    if schema["type"] != "object":
-        return True
-    props = schema.get("properties", {})
-    if any(key not in value for key in schema.get("required", [])):
-        return False
-    if schema.get("additionalProperties") is False and set(value) - set(props):
-        return False
-    return all(_valid_for(props[k], v) for k, v in value.items() if k in props)
 
 
 # ---- tools -------------------------------------------------------------------------------
@@ -187,7 +174,7 @@ def test_tool_choice_required_and_named_give_schema_valid_calls(
     by_name = {"get_weather": weather, "get_time": TIME_TOOL}
     for call in calls:
         schema = by_name[call.function.name]["function"]["parameters"]
-        assert _valid_for(schema, json.loads(call.function.arguments))
+        assert conforms(schema, json.loads(call.function.arguments))
     # Named: only that function may be called, even where the model would answer in text.
     named = client.chat.completions.create(
         model=model_id,
@@ -199,7 +186,29 @@ def test_tool_choice_required_and_named_give_schema_valid_calls(
     )
     calls = named.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == ["get_weather"]
-    assert _valid_for(weather["function"]["parameters"], json.loads(calls[0].function.arguments))
+    assert conforms(weather["function"]["parameters"], json.loads(calls[0].function.arguments))
+
+
+def test_constrained_calls_finish_on_untrained_prompts(
+    client: openai.OpenAI, model_id: str, dialogues: Any
+) -> None:
+    # The model was never taught get_time: before compact-JSON grammars it padded the
+    # arguments with whitespace until max_tokens on every one of these prompts.
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        for messages in _untrained(dialogues):
+            response = client.chat.completions.create(
+                model=model_id,
+                messages=messages,
+                tools=[TIME_TOOL],
+                tool_choice=choice,  # type: ignore[arg-type]
+                temperature=0,
+                max_tokens=60,
+            )
+            answer = response.choices[0]
+            assert answer.finish_reason == "tool_calls", answer
+            arguments = (answer.message.tool_calls or [])[0].function.arguments
+            assert is_compact(arguments), arguments
+            assert conforms(TIME_TOOL["function"]["parameters"], json.loads(arguments))
 
 
 def test_tool_choice_none_and_plain_prompts_give_content(
@@ -259,10 +268,79 @@ def test_parse_with_a_pydantic_model(client: openai.OpenAI, model_id: str, dialo
     assert parsed == WeatherCall(name="get_weather", arguments={"city": "Paris"})
 
 
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "celsius": {"type": "integer"},
+        "sky": {"enum": ["clear", "cloudy", "rain"]},
+        "wind": {
+            "type": "object",
+            "properties": {"kph": {"type": "number"}, "gusty": {"type": "boolean"}},
+            "required": ["kph", "gusty"],
+            "additionalProperties": False,
+        },
+        "alerts": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 2},
+        "note": {"type": ["string", "null"], "maxLength": 8},
+    },
+    "required": ["city", "celsius", "sky", "wind", "alerts", "note"],
+    "additionalProperties": False,
+}
+
+
+class Forecast(BaseModel):
+    city: str = Field(max_length=20)
+    celsius: int
+    sky: Literal["clear", "cloudy", "rain"]
+    raining: bool
+
+
+def _untrained(dialogues: Any) -> list[Any]:
+    """Ten prompts the tiny model was never trained to answer in JSON."""
+    return [dialogue(dialogues, f"fallback-{i:02d}")["messages"] for i in range(10)]
+
+
+def test_json_schema_replies_finish_on_untrained_prompts(
+    client: openai.OpenAI, model_id: str, dialogues: Any
+) -> None:
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "report", "schema": REPORT_SCHEMA, "strict": True},
+    }
+    for messages in _untrained(dialogues):
+        response = client.chat.completions.create(
+            model=model_id,
+            messages=messages,
+            response_format=response_format,  # type: ignore[arg-type]
+            temperature=0,
+            max_tokens=120,  # greedy replies take 86-96 tokens (the tokenizer is tiny)
+        )
+        answer = response.choices[0]
+        content = answer.message.content or ""
+        assert answer.finish_reason == "stop", content
+        assert is_compact(content) and conforms(REPORT_SCHEMA, json.loads(content)), content
+
+
+def test_parse_with_a_pydantic_model_on_untrained_prompts(
+    client: openai.OpenAI, model_id: str, dialogues: Any
+) -> None:
+    for messages in _untrained(dialogues)[:5]:
+        completion = client.chat.completions.parse(
+            model=model_id,
+            messages=messages,
+            response_format=Forecast,
+            temperature=0,
+            max_tokens=60,
+        )
+        answer = completion.choices[0]
+        assert answer.finish_reason == "stop", answer.message.content
+        assert isinstance(answer.message.parsed, Forecast)
+
+
 def test_json_object_format_constrains_the_reply(
     client: openai.OpenAI, model_id: str, dialogues: Any
 ) -> None:
-    # The tiny model wanders inside a free-form object (XGrammar allows any whitespace), so
+    # The tiny model wanders inside the free-form keys and strings of an untyped object, so
     # only the start and, if it finished, the whole object are checked.
     response = client.chat.completions.create(
         model=model_id,

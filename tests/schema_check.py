@@ -1,0 +1,87 @@
+"""A plain validator for the JSON Schema subset Sidelight enforces, for tests to check replies.
+
+Covers what ``engine.worker.json_grammar`` supports: types and type lists, enum, const,
+anyOf/oneOf/allOf, local ``$ref``, objects (properties in declared order, required,
+additionalProperties), arrays and string lengths.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def is_compact(text: str) -> bool:
+    """No whitespace outside JSON strings but one optional space after a ``,`` or ``:``."""
+    outside = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    return not re.search(r"\s", re.sub(r"(?<=[,:]) ", "", outside))
+
+
+def conforms(schema: Any, value: Any, root: Any = None) -> bool:
+    """Whether ``value`` is valid against ``schema`` (``root`` resolves ``$ref``; default: itself)."""
+    root = schema if root is None else root
+    if schema is True:
+        return True
+    if "$ref" in schema:
+        target = root
+        for part in schema["$ref"][2:].split("/"):
+            target = target[part]
+        return conforms(target, value, root)
+    if "const" in schema or "enum" in schema:
+        allowed = [schema["const"]] if "const" in schema else schema["enum"]
+        return any(value == v and type(value) is type(v) for v in allowed)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            test = all if key == "allOf" else any
+            return test(conforms(s, value, root) for s in schema[key])
+    kinds = _kinds(schema)
+    return kinds is None or any(_conforms_type(schema, kind, value, root) for kind in kinds)
+
+
+def _kinds(schema: dict[str, Any]) -> list[str] | None:
+    """The types ``schema`` allows (``None``: any)."""
+    kinds = schema.get("type")
+    if kinds is None:
+        if "properties" in schema or "additionalProperties" in schema:
+            return ["object"]
+        return ["array"] if "items" in schema else None
+    return kinds if isinstance(kinds, list) else [kinds]
+
+
+_SCALARS = {
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+}
+
+
+def _conforms_type(schema: dict[str, Any], kind: str, value: Any, root: Any) -> bool:
+    if kind in _SCALARS:
+        return bool(_SCALARS[kind](value))
+    if kind == "string":
+        low, high = schema.get("minLength", 0), schema.get("maxLength", 1 << 30)
+        return isinstance(value, str) and low <= len(value) <= high
+    if kind == "array":
+        low, high = schema.get("minItems", 0), schema.get("maxItems", 1 << 30)
+        items = schema.get("items", True)
+        return (
+            isinstance(value, list)
+            and low <= len(value) <= high
+            and all(conforms(items, v, root) for v in value)
+        )
+    return isinstance(value, dict) and _conforms_object(schema, value, root)
+
+
+def _conforms_object(schema: dict[str, Any], value: dict[str, Any], root: Any) -> bool:
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties", not props)
+    if any(key not in value for key in schema.get("required", [])):
+        return False
+    order = [key for key in props if key in value]
+    if [key for key in value if key in props] != order:  # declared order, as documented
+        return False
+    return all(
+        (sub := props.get(key, extra)) is not False and conforms(sub, item, root)
+        for key, item in value.items()
+    )
