@@ -389,6 +389,7 @@ class EngineClient:
             kv_cache_gb=self._settings.kv_cache_gb,
             compile_cache_dir=str(self._settings.paths.compile_cache_dir),
             backend=self._backend,
+            stream_interval=self._settings.stream_interval_ms / 1000,
         )
         with self._lock:
             self._wanted = command

@@ -28,6 +28,7 @@ APP_NAME = "Sidelight"
 DEFAULT_PORT = 11680
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_STREAM_INTERVAL_MS = 40
 
 # Localhost pages and the VS Code family's webviews may call us from a browser context.
 DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = (
@@ -102,6 +103,10 @@ class Settings:
     kv_cache_gb: float = 1.0
     # Run inference below normal priority so the server and desktop answer at once.
     engine_below_normal: bool = True
+    # Tokens that come faster than this are sent together (the first at once): each sent
+    # delta wakes the server and the client, which on a small laptop steals time from the
+    # inference threads. 0 sends every token alone.
+    stream_interval_ms: int = DEFAULT_STREAM_INTERVAL_MS
     log_level: str = "INFO"
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate
@@ -130,6 +135,8 @@ class Settings:
             raise SettingsError("max_body_bytes must be at least 1024")
         if self.kv_cache_gb <= 0:
             raise SettingsError("kv_cache_gb must be positive")
+        if not 0 <= self.stream_interval_ms <= 1000:
+            raise SettingsError("stream_interval_ms must be between 0 and 1000")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -190,6 +197,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             "engine_below_normal",
             True,
         ),
+        stream_interval_ms=_int(
+            pick("SIDELIGHT_STREAM_INTERVAL_MS", "stream_interval_ms"), "stream_interval_ms"
+        ),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
@@ -210,6 +220,7 @@ CONFIG_KEYS = frozenset(
         "max_body_bytes",
         "device",
         "kv_cache_gb",
+        "stream_interval_ms",
         "log_level",
         "hf_token",
         "convert_python",

@@ -9,6 +9,10 @@ its own process.
 at a time; others wait in a queue. The streamer callback polls for commands so a cancel
 still lands within one token.
 
+Both merge deltas that come faster than the stream interval (the first goes at once): every
+delta sent wakes the server and its client, and on a 2-core laptop each wake-up preempts an
+inference thread. A held delta goes out with the next one, or just before ``Finished``.
+
 Threading: both are used only from the worker's single loop thread.
 """
 
@@ -51,6 +55,9 @@ class _Active:
     last_token: float | None = None
     completion_tokens: int = 0
     want_logprobs: bool = False
+    interval: float = 0.0  # seconds between sent deltas (0: send every one)
+    last_sent: float | None = None
+    held: TextDelta | None = None
 
     def on_tokens(self, count: int) -> None:
         now = time.perf_counter()
@@ -68,9 +75,24 @@ class _Active:
                 (self.detok.token_text(t), float(lp)) for t, lp in zip(ids, logprobs, strict=False)
             ]
             probs = tuple(TokenLogprob(text, lp) for text, lp in texts if text)
-        if not text and not probs:
+        delta = TextDelta(self.request_id, text, len(ids), probs)
+        if self.held is not None:
+            delta, self.held = _merge(self.held, delta), None
+        now = self.last_token or time.perf_counter()
+        early = self.last_sent is not None and now - self.last_sent < self.interval
+        if early or not (delta.text or delta.logprobs):  # hold it (and count its tokens)
+            self.held = delta
             return None
-        return TextDelta(self.request_id, text, len(ids), probs)
+        self.last_sent = now
+        return delta
+
+    def ending(self, reason: str, text: str = "") -> list[Event]:
+        """The events that end a request normally: any held delta, then ``Finished``."""
+        held, self.held = self.held, None
+        finished = self.finished(reason, text=text)
+        if held is None or not (held.text or held.logprobs):
+            return [finished]
+        return [held, finished]
 
     def finished(self, reason: str, text: str = "", error: str | None = None) -> Finished:
         ttft = self.first_token - self.submitted if self.first_token else None
@@ -89,6 +111,15 @@ class _Active:
             text=text,
             error=error,
         )
+
+
+def _merge(first: TextDelta, second: TextDelta) -> TextDelta:
+    return TextDelta(
+        first.request_id,
+        first.text + second.text,
+        first.tokens + second.tokens,
+        first.logprobs + second.logprobs,
+    )
 
 
 class Backend:
@@ -110,6 +141,7 @@ class Backend:
             if isinstance(value, int) and value >= 0:
                 hidden.add(value)
         self.hidden_ids = frozenset(hidden)
+        self.stream_interval = 0.0  # set by the worker from LoadModel
 
     def _prepare(self, request: GenerationRequest) -> tuple[PreparedRequest | None, list[Event]]:
         try:
@@ -132,6 +164,7 @@ class Backend:
             len(prepared.prompt_ids),
             IncrementalDetokenizer(self.tokenizer, request.stop, self.hidden_ids),
             want_logprobs=request.logprobs,
+            interval=self.stream_interval,
         )
 
     def submit(self, request: GenerationRequest) -> list[Event]:
@@ -219,7 +252,7 @@ class BatchedBackend(Backend):
             else:
                 if reason is None:
                     reason = "stop"
-                events.append(state.finished(reason, text=state.detok.finish()))
+                events.extend(state.ending(reason, text=state.detok.finish()))
             if state.detok.stop.matched and status == ov_genai.GenerationStatus.RUNNING:
                 state.handle.stop()
             del self._active[rid]
@@ -331,7 +364,7 @@ class SerialBackend(Backend):
         reason = "stop"
         if not state.detok.stop.matched and state.completion_tokens >= prepared.max_tokens:
             reason = "length"
-        emit([state.finished(reason, text=state.detok.finish())])
+        emit(state.ending(reason, text=state.detok.finish()))
 
     def close(self) -> list[Event]:
         events: list[Event] = [item[0].finished("cancelled") for item in self._queue]

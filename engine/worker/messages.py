@@ -79,6 +79,7 @@ class LoadModel:
     kv_cache_gb: float
     compile_cache_dir: str | None = None
     backend: str = "auto"  # "auto", "batched" (continuous batching) or "serial" (LLMPipeline)
+    stream_interval: float = 0.0  # seconds; deltas closer together than this are merged
 
 
 @dataclass(frozen=True)

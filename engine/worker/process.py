@@ -166,6 +166,7 @@ class Worker:
             logger.exception("loading %s failed", spec.id)
             self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
             return
+        backend.stream_interval = command.stream_interval
         self._backend = backend
         self._loaded = command
         seconds = time.perf_counter() - started

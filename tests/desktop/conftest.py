@@ -38,7 +38,9 @@ LONG_REPLY = ChatOptions(
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineClient]:
     home = tmp_path_factory.mktemp("engine-home")
-    settings = load_settings({"SIDELIGHT_HOME": str(home)})
+    # Every token its own delta: the worst case for the GUI thread, and what the
+    # chunk-count checks expect (merging fast tokens has its own engine tests).
+    settings = load_settings({"SIDELIGHT_HOME": str(home), "SIDELIGHT_STREAM_INTERVAL_MS": "0"})
     settings.paths.ensure()
     client = EngineClient(settings)
     client.start()

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ from tests.conftest import dialogue
 GREEDY = SamplingParams(temperature=0)
 
 
-def make_client(home: Path, backend: str = "auto") -> EngineClient:
-    settings = load_settings({"SIDELIGHT_HOME": str(home)})
+def make_client(home: Path, backend: str = "auto", interval_ms: int = 0) -> EngineClient:
+    env = {"SIDELIGHT_HOME": str(home), "SIDELIGHT_STREAM_INTERVAL_MS": str(interval_ms)}
+    settings = load_settings(env)
     settings.paths.ensure()
     return EngineClient(settings, backend=backend)
 
@@ -269,3 +271,43 @@ def test_reading_moves_to_the_event_loop_and_back(
         assert asyncio.run(generate(client, messages=hello["messages"]))[0] == hello["reply"]
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("backend", ["batched", "serial"])
+def test_fast_tokens_are_merged_but_the_first_goes_at_once(
+    sidelight_home: Path, tiny_model: Path, dialogues: dict[str, Any], backend: str
+) -> None:
+    """With a stream interval, deltas closer together than it are merged: fewer wake-ups for
+    the server and its client, the same text, and the first token is never held back."""
+    interval = 0.05
+    count = dialogue(dialogues, "count")["messages"]
+    long_reply = SamplingParams(temperature=0, ignore_eos=True)
+
+    async def run(client: EngineClient) -> tuple[str, list[tuple[float, TextDelta]], Finished]:
+        deltas: list[tuple[float, TextDelta]] = []
+        stream = client.submit(messages=count, max_tokens=600, sampling=long_reply)
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                deltas.append((time.perf_counter(), event))
+            else:
+                return "".join(d.text for _, d in deltas) + event.text, deltas, event
+        raise AssertionError("no Finished event")
+
+    results = []
+    for interval_ms in (0, int(interval * 1000)):
+        client = make_client(sidelight_home, backend, interval_ms)
+        client.start()
+        try:
+            client.load(spec_from_path(tiny_model))
+            assert client.wait_for({READY, ERROR}, 120).state == READY
+            results.append(asyncio.run(run(client)))
+        finally:
+            client.close()
+    (every_text, every, every_end), (merged_text, merged, merged_end) = results
+    assert merged_text == every_text and merged_end.completion_tokens == 600
+    assert merged[0][1].tokens == 1  # the first token went alone, at once
+    span = merged[-1][0] - merged[0][0]
+    assert len(merged) <= span / interval + 3  # clock skew between processes: +1 slack
+    assert len(merged) < len(every) / 4
+    for deltas, end in ((every, every_end), (merged, merged_end)):
+        assert 0 < sum(d.tokens for _, d in deltas) <= end.completion_tokens

@@ -23,14 +23,32 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m engine.cli serve`` as a child process, its output kept in a file."""
+    """``python -m engine.cli serve`` as a child process, its output kept in a file.
 
-    def __init__(self, home: Path, model: Path, *extra: str, port: int | None = None) -> None:
+    Tokens stream one per delta (``SIDELIGHT_STREAM_INTERVAL_MS=0``) unless ``env`` says
+    otherwise: the tiny model is so fast that the default interval would merge whole replies,
+    and the stream-shape tests are about single tokens. Merging has its own tests.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        model: Path,
+        *extra: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / "serve-output.log"
         home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SIDELIGHT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "SIDELIGHT_STREAM_INTERVAL_MS": "0",
+            **(env or {}),
+            "SIDELIGHT_HOME": str(home),
+            "PYTHONUNBUFFERED": "1",
+        }
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [
