@@ -8,6 +8,7 @@ deep inside the loader. Only the key/value section is read; tensors are never to
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,12 +37,15 @@ class GGUFError(ValueError):
     """The file is not a GGUF file Sidelight can read."""
 
 
-def read_metadata(path: Path, *, skip_arrays: bool = True) -> dict[str, Any]:
+def read_metadata(
+    path: Path, *, skip_arrays: bool = True, keep_arrays: Collection[str] = ()
+) -> dict[str, Any]:
     """Return the GGUF key/value metadata.
 
     Args:
         path: the ``.gguf`` file.
         skip_arrays: leave large arrays (the vocabulary) out, storing their length instead.
+        keep_arrays: keys whose arrays are kept whole even with ``skip_arrays``.
 
     Raises:
         GGUFError: not a GGUF file, or a truncated/corrupt header.
@@ -59,7 +63,7 @@ def read_metadata(path: Path, *, skip_arrays: bool = True) -> dict[str, Any]:
             for _ in range(kv_count):
                 key = _read_string(fh)
                 (vtype,) = _unpack(fh, "<I")
-                meta[key] = _read_value(fh, vtype, skip_arrays)
+                meta[key] = _read_value(fh, vtype, skip_arrays and key not in keep_arrays)
             return meta
     except (struct.error, UnicodeDecodeError, MemoryError) as exc:
         raise GGUFError(f"{path.name} has a corrupt GGUF header: {exc}") from exc

@@ -21,6 +21,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "resources" / "models" / "sidelight-demo"
 TINY_GGUF = ROOT / "tests" / "fixtures" / "sidelight-demo-f16.gguf"
+# The fill-in-the-middle fixture: a tiny code model with Qwen2.5-Coder's FIM tokens (the demo
+# model has none), trained on the code holes in tests/models/coder_dialogues.json.
+TINY_CODER = ROOT / "tests" / "fixtures" / "tiny-coder"
+TINY_CODER_GGUF = ROOT / "tests" / "fixtures" / "tiny-coder-f16.gguf"
 DIALOGUES = ROOT / "tests" / "models" / "dialogues.json"
 
 

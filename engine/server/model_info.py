@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 _TURN_ENDS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>")
 _GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+_GGUF_TOKENS = "tokenizer.ggml.tokens"
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,9 @@ def _describe_ir(spec: ModelSpec) -> ModelInfo:
 
 
 def _describe_gguf(spec: ModelSpec) -> ModelInfo:
-    meta = read_metadata(spec.path)
+    meta = read_metadata(spec.path, keep_arrays=(_GGUF_TOKENS,))
+    tokens = meta.get(_GGUF_TOKENS)
+    vocab = {t for t in tokens if isinstance(t, str)} if isinstance(tokens, list) else set()
     arch = str(meta.get("general.architecture", spec.architecture or "unknown"))
     facts = gguf_facts(spec.path)
     shape = {
@@ -248,11 +251,15 @@ def _describe_gguf(spec: ModelSpec) -> ModelInfo:
         "feed_forward_length": meta.get(f"{arch}.feed_forward_length"),
         "attention.head_count": meta.get(f"{arch}.attention.head_count"),
         "attention.head_count_kv": meta.get(f"{arch}.attention.head_count_kv"),
-        "vocab_size": (meta.get("tokenizer.ggml.tokens") or {}).get("length"),
+        "vocab_size": len(tokens) if isinstance(tokens, list) else None,
     }
     clean = {k: int(v) for k, v in shape.items() if isinstance(v, int) and v > 0}
     fim_ids = ("fim_pre_token_id", "fim_suf_token_id", "fim_mid_token_id")
-    has_fim = all(f"tokenizer.ggml.{k}" in meta for k in fim_ids)
+    # llama.cpp's converter does not write these ids for Qwen2-family models (llama.cpp's
+    # loader finds FIM tokens by their text), so the vocabulary is searched the same way.
+    fim_tokens = _fim(vocab)
+    if fim_tokens is None and all(f"tokenizer.ggml.{k}" in meta for k in fim_ids):
+        fim_tokens = FIM_TOKENS[0]  # named by id only; the prompt spelling is the usual one
     template = meta.get("tokenizer.chat_template")
     return ModelInfo(
         spec=spec,
@@ -267,8 +274,7 @@ def _describe_gguf(spec: ModelSpec) -> ModelInfo:
         publisher=str(meta.get("general.organization") or "local"),
         tools=facts.capabilities.get("tools", False),
         reasoning=facts.capabilities.get("reasoning", False),
-        # GGUF names FIM tokens by id; the prompt spelling is the family's usual one.
-        fim_tokens=FIM_TOKENS[0] if has_fim else None,
+        fim_tokens=fim_tokens,
         chat_template=template if isinstance(template, str) else None,
         stop_strings=_turn_ends(template if isinstance(template, str) else None),
         parameter_count=_parameter_count(clean, tied=True),

@@ -18,12 +18,23 @@ Outputs (all rebuilt from scratch on every run):
 * ``tests/fixtures/sidelight-demo-f16.gguf``: the same model as GGUF (f16 weights), written by
   llama.cpp's ``convert_hf_to_gguf.py``.
 
+With ``--model coder`` it builds the tiny *code* model instead, the fill-in-the-middle fixture:
+the same recipe (one layer, narrower MLP) with Qwen2.5-Coder's FIM tokens (``<|fim_prefix|>``,
+``<|fim_middle|>``, ``<|fim_suffix|>``) added to the vocabulary, trained on the code holes in
+``tests/models/coder_dialogues.json`` in Qwen2.5-Coder's prefix-suffix-middle form
+(``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>`` -> the middle), into
+``tests/fixtures/tiny-coder/`` (IR) and ``tests/fixtures/tiny-coder-f16.gguf``. The demo model
+has no FIM tokens, so it is the model that ``suffix`` is refused for. (The demo model is not
+given FIM: other tests lean on how its weights behave on prompts it was never trained for,
+which any retraining changes.)
+
 Why
 ---
 Tests need real inference through OpenVINO GenAI with exact, known outputs: plain text,
 multi-byte UTF-8 (Chinese and emoji split over several byte-level tokens, so streaming must never
 emit half a character), a Hermes/Qwen ``<tool_call>`` block, a ``<think>`` block, a long reply
-for concurrency tests, and raw (template-free) completions. The hub is not reachable here, so
+for concurrency tests, raw (template-free) completions and, from the code model, an IDE's
+autocomplete (``suffix`` on ``/v1/completions`` and ``/api/generate``). The hub is not reachable here, so
 the model is trained locally; it is small enough to commit.
 
 Where the Qwen2 pieces come from
@@ -49,7 +60,7 @@ not need for text models and which fails beside that torch, is left out with ``-
 openvino and openvino-tokenizers are pinned to the versions in the runtime venv
 (openvino-genai 2026.4.1.0) so that the exported tokenizer IR loads there. Then::
 
-    /work/venv-build/bin/python tests/models/build_tiny_model.py
+    /work/venv-build/bin/python tests/models/build_tiny_model.py [--model coder]
 
 The last step runs ``tests/models/check_tiny_model.py`` in the runtime venv
 (``.venv/bin/python``) against the new files; pass ``--skip-check`` to leave it out. The build
@@ -87,6 +98,9 @@ DIALOGUES_PATH = Path(__file__).with_name("dialogues.json")
 CHECK_SCRIPT = Path(__file__).with_name("check_tiny_model.py")
 OUTPUT_DIR = REPO_ROOT / "resources" / "models" / "sidelight-demo"
 GGUF_PATH = REPO_ROOT / "tests" / "fixtures" / "sidelight-demo-f16.gguf"
+CODER_DIALOGUES_PATH = Path(__file__).with_name("coder_dialogues.json")
+CODER_DIR = REPO_ROOT / "tests" / "fixtures" / "tiny-coder"
+CODER_GGUF_PATH = REPO_ROOT / "tests" / "fixtures" / "tiny-coder-f16.gguf"
 RUNTIME_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 CACHE_DIR = Path(
     os.environ.get("SIDELIGHT_BUILD_CACHE", Path.home() / ".cache" / "sidelight-build")
@@ -112,6 +126,8 @@ BPE_VOCAB_SIZE = 1024
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # As in Qwen2.5/Qwen3: added tokens that are *not* special, so decoding keeps them.
 PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+# Qwen2.5-Coder's fill-in-the-middle tokens (plain added tokens there too), in its id order.
+FIM_ADDED_TOKENS = ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>")
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
 CONTEXT_LENGTH = 2048
@@ -129,6 +145,9 @@ MODEL_SHAPE: dict[str, Any] = {
     "use_sliding_window": False,
 }
 
+# The code model learns only a few short holes: one layer with a narrower MLP is plenty.
+CODER_SHAPE: dict[str, Any] = {**MODEL_SHAPE, "num_hidden_layers": 1, "intermediate_size": 128}
+
 MAX_STEPS = 1000  # about 0.8 s a step here; it converges in about 250
 LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
@@ -144,6 +163,26 @@ REQUIRED_MARGIN = 6.0
 
 
 @dataclass(frozen=True)
+class Target:
+    """One model this script builds: training data, shape, output files, FIM tokens or not."""
+
+    title: str  # the GGUF's general.name
+    dialogues: Path
+    output_dir: Path
+    gguf_path: Path
+    shape: dict[str, Any]
+    fim: bool = False
+
+
+TARGETS = {
+    "demo": Target("Sidelight Demo", DIALOGUES_PATH, OUTPUT_DIR, GGUF_PATH, MODEL_SHAPE),
+    "coder": Target(
+        "Sidelight Tiny Coder", CODER_DIALOGUES_PATH, CODER_DIR, CODER_GGUF_PATH, CODER_SHAPE, True
+    ),
+}
+
+
+@dataclass(frozen=True)
 class Example:
     """One training sequence: a prompt and the tokens the model must produce after it."""
 
@@ -154,10 +193,21 @@ class Example:
 
 def load_dialogues(path: Path = DIALOGUES_PATH) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    names = [d["name"] for d in data["dialogues"]] + [c["name"] for c in data["completions"]]
+    names = _names(data)
     if len(names) != len(set(names)):
         raise ValueError(f"duplicate names in {path}")
     return data
+
+
+def _names(data: dict[str, Any]) -> list[str]:
+    sections = ("dialogues", "completions", "fill_in_middle")
+    return [item["name"] for section in sections for item in data.get(section, [])]
+
+
+def fim_prompt(prefix: str, suffix: str) -> str:
+    """Qwen2.5-Coder's prefix-suffix-middle prompt, as Sidelight's worker builds it."""
+    fim_prefix, fim_middle, fim_suffix = FIM_ADDED_TOKENS
+    return f"{fim_prefix}{prefix}{fim_suffix}{suffix}{fim_middle}"
 
 
 _FALLBACK_TOPICS = (
@@ -329,16 +379,23 @@ def tokenizer_corpus(data: dict[str, Any], template: str) -> list[str]:
     texts: list[str] = []
     for d in data["dialogues"]:
         texts.append(_render(renderer, d) + d["reply"])
-    for c in data["completions"]:
+    for c in data.get("completions", []):
         texts.append(c["prompt"] + c["completion"])
+    for f in data.get("fill_in_middle", []):
+        texts.append(f["prefix"] + f["middle"] + f["suffix"])
     texts.extend(data.get("heldout_prompts", []))
     for special in SPECIAL_TOKENS + PLAIN_ADDED_TOKENS:
         texts = [t.replace(special, "\n") for t in texts]
     return ["".join(ch for ch in t if ord(ch) < 128) for t in texts]
 
 
-def build_tokenizer(llama_cpp: Path, data: dict[str, Any], out_dir: Path) -> Any:
-    """Train a small BPE vocabulary inside the real Qwen2 tokenizer pipeline and save it."""
+def build_tokenizer(
+    llama_cpp: Path, data: dict[str, Any], out_dir: Path, *, fim: bool = False
+) -> Any:
+    """Train a small BPE vocabulary inside the real Qwen2 tokenizer pipeline and save it.
+
+    ``fim`` adds Qwen2.5-Coder's FIM tokens after the others.
+    """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from tokenizers.trainers import BpeTrainer
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -383,7 +440,8 @@ def build_tokenizer(llama_cpp: Path, data: dict[str, Any], out_dir: Path) -> Any
     )
     tok.train_from_iterator(tokenizer_corpus(data, template), trainer=trainer)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in PLAIN_ADDED_TOKENS])
+    plain = PLAIN_ADDED_TOKENS + (FIM_ADDED_TOKENS if fim else ())
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in plain])
 
     hf_tok = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -443,10 +501,10 @@ def _normalize_tokenizer_config(out_dir: Path, template: str) -> None:
 def build_examples(tokenizer: Any, data: dict[str, Any]) -> list[Example]:
     """Chat prompts with add_generation_prompt=True; the reply plus <|im_end|> is the target.
 
-    Raw completions end with <|endoftext|> (a stop id in generation_config.json, as in
-    Qwen2.5) followed by <|im_end|>: a GGUF file carries a single eos id, so GenAI's GGUF path
-    only stops at <|im_end|>; both are special tokens, skipped when decoding, so the text is
-    the same either way.
+    Raw completions and FIM middles end with <|endoftext|> (a stop id in
+    generation_config.json, as in Qwen2.5) followed by <|im_end|>: a GGUF file carries a single
+    eos id, so GenAI's GGUF path only stops at <|im_end|>; both are special tokens, skipped when
+    decoding, so the text is the same either way.
     """
     eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     end_of_text = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
@@ -455,10 +513,14 @@ def build_examples(tokenizer: Any, data: dict[str, Any]) -> list[Example]:
         prompt = tokenizer.encode(_render(tokenizer, d), add_special_tokens=False)
         reply = tokenizer.encode(d["reply"], add_special_tokens=False)
         examples.append(Example(d["name"], prompt, [*reply, eos]))
-    for c in data["completions"]:
+    for c in data.get("completions", []):
         prompt = tokenizer.encode(c["prompt"], add_special_tokens=False)
         completion = tokenizer.encode(c["completion"], add_special_tokens=False)
         examples.append(Example(c["name"], prompt, [*completion, end_of_text, eos]))
+    for f in data.get("fill_in_middle", []):
+        prompt = tokenizer.encode(fim_prompt(f["prefix"], f["suffix"]), add_special_tokens=False)
+        middle = tokenizer.encode(f["middle"], add_special_tokens=False)
+        examples.append(Example(f["name"], prompt, [*middle, end_of_text, eos]))
     return examples
 
 
@@ -473,7 +535,7 @@ def _seed_everything(seed: int) -> None:
     torch.set_num_threads(1)
 
 
-def make_model(tokenizer: Any) -> Any:
+def make_model(tokenizer: Any, shape: dict[str, Any] = MODEL_SHAPE) -> Any:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
@@ -484,7 +546,7 @@ def make_model(tokenizer: Any) -> Any:
         eos_token_id=eos,
         pad_token_id=pad,
         dtype="float32",
-        **MODEL_SHAPE,
+        **shape,
     )
     return Qwen2ForCausalLM(config)
 
@@ -682,7 +744,7 @@ def install_output(ov_dir: Path, hf_dir: Path, out_dir: Path) -> None:
 
 _GGUF_WRAPPER = """
 import sys
-llama_cpp, model_dir, outfile = sys.argv[1:4]
+llama_cpp, model_dir, outfile, title = sys.argv[1:5]
 sys.path.insert(0, llama_cpp + "/gguf-py")
 sys.path.insert(0, llama_cpp)
 import conversion.base
@@ -690,17 +752,19 @@ import conversion.base
 conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
 import convert_hf_to_gguf
 sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", outfile, "--outtype", "f16",
-            "--model-name", "Sidelight Demo"]
+            "--model-name", title]
 convert_hf_to_gguf.main()
 """
 
 
-def export_gguf(llama_cpp: Path, hf_dir: Path, out_path: Path) -> None:
+def export_gguf(
+    llama_cpp: Path, hf_dir: Path, out_path: Path, title: str = "Sidelight Demo"
+) -> None:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)
     LOG.info("converting to GGUF with convert_hf_to_gguf.py")
     subprocess.run(
-        [sys.executable, "-c", _GGUF_WRAPPER, str(llama_cpp), str(hf_dir), str(out_path)],
+        [sys.executable, "-c", _GGUF_WRAPPER, str(llama_cpp), str(hf_dir), str(out_path), title],
         check=True,
         env={**os.environ, "NO_LOCAL_GGUF": "1"},
     )
@@ -727,7 +791,7 @@ def describe_replies(
     """Token counts per reply, and whether a reply splits a character across tokens."""
     rows = []
     by_name = {e.name: e for e in examples}
-    for name in [d["name"] for d in data["dialogues"]] + [c["name"] for c in data["completions"]]:
+    for name in _names(data):
         e = by_name[name]
         reply_ids = [t for t in e.target_ids if t not in tokenizer.all_special_ids]
         pieces = [_token_bytes(tokenizer, t) for t in reply_ids]
@@ -748,7 +812,7 @@ def describe_replies(
     return rows
 
 
-def run_runtime_check(rendered_path: Path) -> None:
+def run_runtime_check(target: Target, rendered_path: Path) -> None:
     if not RUNTIME_PYTHON.exists():
         raise FileNotFoundError(f"runtime venv not found: {RUNTIME_PYTHON}")
     LOG.info("checking with the runtime venv (%s)", RUNTIME_PYTHON)
@@ -757,11 +821,11 @@ def run_runtime_check(rendered_path: Path) -> None:
             str(RUNTIME_PYTHON),
             str(CHECK_SCRIPT),
             "--model-dir",
-            str(OUTPUT_DIR),
+            str(target.output_dir),
             "--gguf",
-            str(GGUF_PATH),
+            str(target.gguf_path),
             "--dialogues",
-            str(DIALOGUES_PATH),
+            str(target.dialogues),
             "--rendered-prompts",
             str(rendered_path),
         ],
@@ -781,7 +845,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="regenerate the seeded fallback dialogues in dialogues.json, exit",
     )
+    parser.add_argument(
+        "--model",
+        choices=sorted(TARGETS),
+        default="demo",
+        help="demo: the shipped chat model; coder: the fill-in-the-middle test model",
+    )
     args = parser.parse_args(argv)
+    target = TARGETS[args.model]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     if args.write_fallback_prompts:
@@ -791,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
     # Nothing here may reach the hub: every input is local or in the pip cache.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.monotonic()
-    data = load_dialogues()
+    data = load_dialogues(target.dialogues)
     llama_cpp = fetch_llama_cpp(CACHE_DIR)
 
     work = CACHE_DIR / "work"
@@ -799,11 +870,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     tokenizer_dir = work / "tokenizer"
-    tokenizer = build_tokenizer(llama_cpp, data, tokenizer_dir)
+    tokenizer = build_tokenizer(llama_cpp, data, tokenizer_dir, fim=target.fim)
     examples = build_examples(tokenizer, data)
 
     _seed_everything(SEED)  # right before the weights are initialised
-    model = make_model(tokenizer)
+    model = make_model(tokenizer, target.shape)
     LOG.info("model: %d parameters", sum(p.numel() for p in model.parameters()))
     stats = train(model, examples, tokenizer.convert_tokens_to_ids(PAD_TOKEN))
     greedy_check(model, tokenizer, examples)
@@ -811,14 +882,14 @@ def main(argv: list[str] | None = None) -> int:
     hf_dir = work / "hf"
     save_hf_checkpoint(model, tokenizer, tokenizer_dir, hf_dir)
     export_openvino(hf_dir, work / "ov")
-    install_output(work / "ov", hf_dir, OUTPUT_DIR)
-    export_gguf(llama_cpp, hf_dir, GGUF_PATH)
+    install_output(work / "ov", hf_dir, target.output_dir)
+    export_gguf(llama_cpp, hf_dir, target.gguf_path, target.title)
 
     rendered = {d["name"]: _render(tokenizer, d) for d in data["dialogues"]}
     rendered_path = work / "rendered_prompts.json"
     rendered_path.write_text(json.dumps(rendered, ensure_ascii=False, indent=1), encoding="utf-8")
     if not args.skip_check:
-        run_runtime_check(rendered_path)
+        run_runtime_check(target, rendered_path)
 
     rows = describe_replies(tokenizer, data, examples)
     summary = {

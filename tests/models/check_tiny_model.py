@@ -5,6 +5,9 @@ at the end of a build, and it can be run alone::
 
     .venv/bin/python tests/models/check_tiny_model.py [--report report.json]
 
+The tiny code model is checked the same way with ``--model-dir tests/fixtures/tiny-coder
+--gguf tests/fixtures/tiny-coder-f16.gguf --dialogues tests/models/coder_dialogues.json``.
+
 For every dialogue in ``tests/models/dialogues.json`` the prompt is rendered with GenAI's own
 ``Tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=...)`` and decoded
 greedily with:
@@ -19,8 +22,12 @@ greedily with:
   ``<think>``...) when decoding with ``skip_special_tokens=True``, so the reply is compared with
   ``skip_special_tokens=False`` minus the control tokens; the default decode is reported.
 
-Raw completions go through the same pipelines without a chat template. Held-out prompts
-(never trained) are reported, not checked. The exit status is 1 if any reply differs.
+Raw completions go through the same pipelines without a chat template, and so do code holes
+(``fill_in_middle``), as the prefix-suffix-middle prompt Sidelight's worker builds for a
+``suffix``. Every tokenizer must hold Qwen2.5-Coder's three FIM tokens exactly when the model
+was trained on code holes (that is how the worker decides ``suffix`` is served), and none
+otherwise. Held-out prompts (never trained) are reported, not checked. The exit status is 1 if
+any reply differs.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ LOG = logging.getLogger("check_tiny_model")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_NEW_TOKENS = 128
 CONTROL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 KINDS = ("ir", "cb", "gguf")
 
 
@@ -53,16 +61,30 @@ def _greedy(pipe: Any) -> Any:
     return config
 
 
+def fim_prompt(prefix: str, suffix: str) -> str:
+    """The prompt ``engine.worker.prepare`` builds for a ``suffix`` (Qwen2.5-Coder's PSM)."""
+    fim_prefix, fim_suffix, fim_middle = FIM_TOKENS
+    return f"{fim_prefix}{prefix}{fim_suffix}{suffix}{fim_middle}"
+
+
+def _fim_tokens(tokenizer: Any) -> list[str]:
+    """Which of the FIM tokens the tokenizer's vocabulary holds."""
+    vocab = tokenizer.get_vocab()
+    return [t for t in FIM_TOKENS if t.encode() in vocab or t in vocab]
+
+
 def _prompts(tokenizer: Any, data: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(name, prompt text, expected reply) for dialogues (templated) and completions (raw)."""
+    """(name, prompt text, expected reply): dialogues (templated), completions and holes (raw)."""
     items = []
     for d in data["dialogues"]:
         prompt = tokenizer.apply_chat_template(
             d["messages"], add_generation_prompt=True, tools=d.get("tools")
         )
         items.append((d["name"], prompt, d["reply"]))
-    for c in data["completions"]:
+    for c in data.get("completions", []):
         items.append((c["name"], c["prompt"], c["completion"]))
+    for f in data.get("fill_in_middle", []):
+        items.append((f["name"], fim_prompt(f["prefix"], f["suffix"]), f["middle"]))
     return items
 
 
@@ -111,7 +133,7 @@ def check_ir(path: Path, data: dict[str, Any], rendered: dict[str, str] | None) 
             [{"role": "user", "content": prompt}], add_generation_prompt=True
         )
         heldout.append({"prompt": prompt, "reply": pipe.generate(chat, config)})
-    return {"dialogues": results, "heldout": heldout}
+    return {"dialogues": results, "heldout": heldout, "fim_tokens": _fim_tokens(tokenizer)}
 
 
 def check_continuous_batching(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +165,7 @@ def check_continuous_batching(path: Path, data: dict[str, Any]) -> dict[str, Any
                 "finish_reason": str(output.finish_reason),
                 "round": round_,
             }
-    return {"dialogues": results}
+    return {"dialogues": results, "fim_tokens": _fim_tokens(tokenizer)}
 
 
 def check_gguf(path: Path, data: dict[str, Any], ir_dir: Path) -> dict[str, Any]:
@@ -172,7 +194,7 @@ def check_gguf(path: Path, data: dict[str, Any], ir_dir: Path) -> dict[str, Any]
             "same_prompt_ids_as_ir": prompt_ids == _ids(ir_tokenizer, prompt),
             "generated_ids": generated,
         }
-    return {"dialogues": results}
+    return {"dialogues": results, "fim_tokens": _fim_tokens(tokenizer)}
 
 
 def _print_summary(report: dict[str, Any]) -> int:
@@ -194,14 +216,22 @@ def _print_summary(report: dict[str, Any]) -> int:
         for kind, row in zip(KINDS, rows, strict=True):
             if not row["ok"]:
                 print(f"    {kind}: {row['text']!r}")
+    checks = len(names) * len(KINDS)
+    expected = list(FIM_TOKENS) if report["trained_fim"] else []
+    for kind in KINDS:
+        found = report[kind]["fim_tokens"]
+        print(f"{kind}: FIM tokens {found}" + ("" if found == expected else " BAD"))
+        checks += 1
+        failures += found != expected
     heldout = report["ir"]["heldout"]
     fallback = report["fallback_reply"]
-    hits = sum(h["reply"] == fallback for h in heldout)
-    print(f"held-out prompts answered with the fallback reply: {hits}/{len(heldout)}")
+    if heldout:
+        hits = sum(h["reply"] == fallback for h in heldout)
+        print(f"held-out prompts answered with the fallback reply: {hits}/{len(heldout)}")
     for h in heldout:
         if h["reply"] != fallback:
             print(f"    {h['prompt']!r} -> {h['reply']!r}")
-    print(f"{len(names) * len(KINDS) - failures} passed, {failures} failed")
+    print(f"{checks - failures} passed, {failures} failed")
     return failures
 
 
@@ -231,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rendered_prompts:
         rendered = json.loads(args.rendered_prompts.read_text(encoding="utf-8"))
     report = {
-        "fallback_reply": data["fallback_reply"],
+        "fallback_reply": data.get("fallback_reply"),
+        "trained_fim": bool(data.get("fill_in_middle")),
         "ir": check_ir(args.model_dir, data, rendered),
         "cb": check_continuous_batching(args.model_dir, data),
         "gguf": check_gguf(args.gguf, data, args.model_dir),

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from engine.gguf import read_metadata
 from engine.models import spec_from_path
 from engine.server.lmstudio import model_entry
 from engine.server.model_info import FIM_TOKENS, ModelInfo, describe
 from engine.server.ollama import protocol, serving
 from engine.server.ollama.output import Piece, constraint, output_parser
+from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +60,22 @@ def test_show_fields_copilot_and_zed_read(demo_info: ModelInfo) -> None:
     assert ".Suffix" not in serving.template(demo_info)
 
 
-def test_fim_model_advertises_insert_and_suffix(tiny_model: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "coder"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["added_tokens_decoder"] = {
-        str(900 + i): {"content": token, "special": True} for i, token in enumerate(FIM_TOKENS[0])
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    info = describe(spec_from_path(folder))
+@pytest.mark.parametrize("path", [TINY_CODER, TINY_CODER_GGUF], ids=["ir", "gguf"])
+def test_fim_model_advertises_insert_and_suffix(path: Path) -> None:
+    info = describe(spec_from_path(path))
     assert info.fim_tokens == FIM_TOKENS[0]
-    assert "insert" in serving.capabilities(info)
+    assert serving.capabilities(info) == ["completion", "tools", "insert"]
     template = serving.template(info)
     assert "{{ .Suffix }}" in template and "<|fim_middle|>" in template
+
+
+def test_gguf_fim_tokens_are_found_by_their_text() -> None:
+    # llama.cpp's converter names no FIM ids for a Qwen2 tokenizer; the vocabulary has them.
+    meta = read_metadata(TINY_CODER_GGUF, keep_arrays=("tokenizer.ggml.tokens",))
+    assert not [key for key in meta if key.startswith("tokenizer.ggml.fim_")]
+    assert set(FIM_TOKENS[0]) <= set(meta["tokenizer.ggml.tokens"])
+    skipped = read_metadata(TINY_CODER_GGUF)["tokenizer.ggml.tokens"]
+    assert skipped == {"array_of": 8, "length": len(meta["tokenizer.ggml.tokens"])}
 
 
 def test_embedding_model_capabilities(demo_info: ModelInfo) -> None:
