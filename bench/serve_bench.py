@@ -6,8 +6,9 @@ one process, and where we stand against llama.cpp on the very same GGUF file.
 
 How (one run, everything interleaved so machine noise hits both sides alike):
 
-1. ``sidelight serve`` on the bench model's int4 IR; the raw ``ContinuousBatchingPipeline``
-   with the engine's own settings loaded in this process. Alternating repetitions of one
+1. ``sidelight serve`` on the bench model's int4 IR (once with the default stream interval,
+   once sending every token alone); the raw ``ContinuousBatchingPipeline`` with the
+   engine's own settings loaded in this process. Alternating repetitions of one
    streamed chat request (same templated prompt length, ``ignore_eos``, greedy), then of
    four concurrent requests, while a thread polls ``/health`` every 10 ms.
 2. ``sidelight serve`` on the Q4_0 GGUF and ``llama-server`` on the same file, alternating
@@ -85,9 +86,15 @@ def make_prompt(tokenizer: Any, n_tokens: int, salt: str) -> Prompt:
 
 
 @contextmanager
-def sidelight_server(model: Path, home: Path) -> Iterator[str]:
-    """``sidelight serve`` on a free port; yields its base URL once the model is ready."""
-    proc = ServerProcess(home, model)
+def sidelight_server(model: Path, home: Path, interval_ms: int | None = None) -> Iterator[str]:
+    """``sidelight serve`` on a free port; yields its base URL once the model is ready.
+
+    ``interval_ms`` is the stream interval (``None``: Sidelight's default).
+    """
+    from engine.settings import DEFAULT_STREAM_INTERVAL_MS
+
+    interval = DEFAULT_STREAM_INTERVAL_MS if interval_ms is None else interval_ms
+    proc = ServerProcess(home, model, env={"SIDELIGHT_STREAM_INTERVAL_MS": str(interval)})
     try:
         proc.wait_ready(timeout=600)
         yield proc.base_url
@@ -222,17 +229,22 @@ def bench_ir(layout: CacheLayout, args: argparse.Namespace, home: Path) -> dict[
     logger.info("raw pipeline loaded in %.1fs", load_s)
     tokenizer: Any = raw.get_tokenizer()
     assert isinstance(tokenizer, ov_genai.Tokenizer)
-    series = {k: Series(k, []) for k in ("raw-1", "served-1", "raw-4", "served-4")}
+    keys = ("raw-1", "served-1", "served-1-every-token", "raw-4", "served-4")
+    series = {k: Series(k, []) for k in keys}
     health: list[float] = []
     rid = 0
-    with sidelight_server(layout.ov_dir, home) as url:
+    with (
+        sidelight_server(layout.ov_dir, home) as url,
+        sidelight_server(layout.ov_dir, home / "every-token", interval_ms=0) as every_url,
+    ):
         model = served_model_id(url)
         for rep in range(args.reps + 1):  # rep 0 warms both sides up and is dropped
-            one = [make_prompt(tokenizer, args.prompt_tokens, f"ir1-{rep}-{s}") for s in "ab"]
+            one = [make_prompt(tokenizer, args.prompt_tokens, f"ir1-{rep}-{s}") for s in "abc"]
             four = [make_prompt(tokenizer, args.prompt_tokens, f"ir4-{rep}-{i}") for i in range(8)]
             results = {
                 "raw-1": measure_cb(raw, [one[0].ids], args.new_tokens, rid),
                 "served-1": measure_served(url, model, [one[1]], args.new_tokens),
+                "served-1-every-token": measure_served(every_url, model, [one[2]], args.new_tokens),
                 "raw-4": measure_cb(raw, [p.ids for p in four[:4]], args.new_tokens, rid + 1),
             }
             rid += 5
@@ -295,7 +307,7 @@ def report(ir: dict[str, Any], gguf: dict[str, Any] | None, args: argparse.Names
         "| int4 IR | TTFT ms | decode tok/s | aggregate tok/s |",
         "| --- | --- | --- | --- |",
     ]
-    for key in ("raw-1", "served-1", "raw-4", "served-4"):
+    for key in ("raw-1", "served-1", "served-1-every-token", "raw-4", "served-4"):
         v = s[key]
         lines.append(
             f"| {key} | {v.ttft_ms():.1f} | {v.decode_tps():.2f} | {v.aggregate_tps():.2f} |"
@@ -303,6 +315,8 @@ def report(ir: dict[str, Any], gguf: dict[str, Any] | None, args: argparse.Names
     lines += [
         "",
         f"- served / raw decode (1 stream): {s['served-1'].decode_tps() / s['raw-1'].decode_tps():.3f}",
+        f"- the same with every token its own chunk (SIDELIGHT_STREAM_INTERVAL_MS=0): "
+        f"{s['served-1-every-token'].decode_tps() / s['raw-1'].decode_tps():.3f}",
         f"- TTFT overhead (1 stream): {s['served-1'].ttft_ms() - s['raw-1'].ttft_ms():+.1f} ms",
         f"- served 4 streams / 1 stream aggregate: "
         f"{s['served-4'].aggregate_tps() / s['served-1'].aggregate_tps():.2f}x "
