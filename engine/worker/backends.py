@@ -142,6 +142,7 @@ class Backend:
                 hidden.add(value)
         self.hidden_ids = frozenset(hidden)
         self.stream_interval = 0.0  # set by the worker from LoadModel
+        self.byte_table: dict[int, bytes] | None = None  # fast detokenizing, when it is exact
 
     def _prepare(self, request: GenerationRequest) -> tuple[PreparedRequest | None, list[Event]]:
         try:
@@ -162,7 +163,7 @@ class Backend:
         return _Active(
             request.request_id,
             len(prepared.prompt_ids),
-            IncrementalDetokenizer(self.tokenizer, request.stop, self.hidden_ids),
+            IncrementalDetokenizer(self.tokenizer, request.stop, self.hidden_ids, self.byte_table),
             want_logprobs=request.logprobs,
             interval=self.stream_interval,
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
+from engine.worker.bytelevel import verified_byte_table
 from engine.worker.embeddings import EmbeddingRunner
 from engine.worker.messages import (
     Cancel,
@@ -167,6 +168,9 @@ class Worker:
             self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
             return
         backend.stream_interval = command.stream_interval
+        if spec.path.is_dir():
+            backend.byte_table = verified_byte_table(spec.path, backend.tokenizer)
+        logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")
         self._backend = backend
         self._loaded = command
         seconds = time.perf_counter() - started
