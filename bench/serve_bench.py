@@ -34,11 +34,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -46,6 +47,7 @@ from bench.common import CacheLayout, add_common_args, median, setup_logging
 from bench.timing import RunResult, TokenTracker
 from tests.server.harness import ServerProcess
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 FILLER = (
@@ -189,6 +191,11 @@ class HealthProbe:
                 self._stop.wait(self._interval)
 
 
+def rotate(items: list[T], by: int) -> list[T]:
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
 def percentile(values: Sequence[float], pct: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
@@ -242,13 +249,18 @@ def bench_ir(layout: CacheLayout, args: argparse.Namespace, home: Path) -> dict[
         for rep in range(args.reps + 1):  # rep 0 warms both sides up and is dropped
             one = [make_prompt(tokenizer, args.prompt_tokens, f"ir1-{rep}-{s}") for s in "abc"]
             four = [make_prompt(tokenizer, args.prompt_tokens, f"ir4-{rep}-{i}") for i in range(12)]
-            results = {
-                "raw-1": measure_cb(raw, [one[0].ids], args.new_tokens, rid),
-                "served-1": measure_served(url, model, [one[1]], args.new_tokens),
-                "served-1-every-token": measure_served(every_url, model, [one[2]], args.new_tokens),
-                "raw-4": measure_cb(raw, [p.ids for p in four[:4]], args.new_tokens, rid + 1),
-                "served-4": measure_served(url, model, four[4:8], args.new_tokens),
-            }
+            n = args.new_tokens
+            singles: list[tuple[str, Callable[[], RunResult]]] = [
+                ("raw-1", partial(measure_cb, raw, [one[0].ids], n, rid)),
+                ("served-1", partial(measure_served, url, model, [one[1]], n)),
+                ("served-1-every-token", partial(measure_served, every_url, model, [one[2]], n)),
+            ]
+            fours: list[tuple[str, Callable[[], RunResult]]] = [
+                ("raw-4", partial(measure_cb, raw, [p.ids for p in four[:4]], n, rid + 1)),
+                ("served-4", partial(measure_served, url, model, four[4:8], n)),
+            ]
+            # Each repetition starts with the next case, so no case always runs first.
+            results = {key: run() for key, run in rotate(singles, rep) + rotate(fours, rep)}
             rid += 5
             # /health latency under load, in its own run: 100 probes a second cost CPU too.
             with HealthProbe(url) as probe:

@@ -273,7 +273,10 @@ class EngineClient:
         """Read ``conn`` on a new reader thread (caller holds the lock)."""
         self._reading = "thread"
         self._reader = threading.Thread(
-            target=self._thread_reader, args=(process, conn), name="engine-reader", daemon=True
+            target=self._thread_reader,
+            args=(process, conn),
+            name=f"engine-reader-{process.pid}",
+            daemon=True,
         )
         self._reader.start()
 
