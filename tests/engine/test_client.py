@@ -128,6 +128,23 @@ async def test_raw_completion(engine: EngineClient, dialogues: dict[str, Any]) -
     assert text.startswith(item["completion"])
 
 
+async def kill_worker_mid_stream(client: EngineClient, dialogues: dict[str, Any]) -> Finished:
+    """SIGKILL the worker once a long reply is streaming; return how the stream ended."""
+    pid = client.status().worker_pid
+    assert pid is not None
+    stream = client.submit(
+        messages=dialogue(dialogues, "count")["messages"],
+        max_tokens=1500,
+        sampling=SamplingParams(temperature=0, ignore_eos=True),
+    )
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            os.kill(pid, signal.SIGKILL)
+        else:
+            return event
+    raise AssertionError("no Finished event")
+
+
 def test_load_failure_is_reported(sidelight_home: Path, tmp_path: Path, tiny_model: Path) -> None:
     client = make_client(sidelight_home)
     client.start()
@@ -188,20 +205,7 @@ def test_restart_after_worker_is_killed(
         first = client.wait_for({READY}, 120)
         assert first.worker_pid is not None
 
-        async def crash_mid_stream() -> Finished:
-            stream = client.submit(
-                messages=dialogue(dialogues, "count")["messages"],
-                max_tokens=1500,
-                sampling=SamplingParams(temperature=0, ignore_eos=True),
-            )
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    os.kill(first.worker_pid or 0, signal.SIGKILL)
-                else:
-                    return event
-            raise AssertionError("no Finished event")
-
-        result = asyncio.run(crash_mid_stream())
+        result = asyncio.run(kill_worker_mid_stream(client, dialogues))
         assert result.finish_reason == "error"
         assert result.error and "stopped unexpectedly" in result.error
         status = client.wait_for({READY, ERROR}, 120)
@@ -245,17 +249,8 @@ def test_reading_moves_to_the_event_loop_and_back(
         )
         assert other[0] == hello["reply"]
 
-        pid = client.status().worker_pid
-        stream = client.submit(
-            messages=dialogue(dialogues, "count")["messages"],
-            max_tokens=1500,
-            sampling=SamplingParams(temperature=0, ignore_eos=True),
-        )
-        async for event in stream:
-            if isinstance(event, TextDelta):
-                os.kill(pid or 0, signal.SIGKILL)
-            else:
-                assert event.finish_reason == "error"
+        ended = await kill_worker_mid_stream(client, dialogues)
+        assert ended.finish_reason == "error"
         status = await asyncio.to_thread(client.wait_for, {READY, ERROR}, 120)
         assert status.state == READY and status.restarts == 1
         await until_loop_reads()  # the new worker's pipe is read by the loop too
