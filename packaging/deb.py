@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import dev
 import smoke
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,13 +61,6 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def version() -> str:
-    match = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    if match is None:
-        sys.exit("no version in pyproject.toml")
-    return match.group(1)
-
-
 def architecture() -> str:
     return subprocess.run(
         ["dpkg", "--print-architecture"], capture_output=True, text=True, check=True
@@ -75,19 +68,7 @@ def architecture() -> str:
 
 
 def deb_path() -> Path:
-    return ROOT / "dist" / f"{PACKAGE}_{version()}_{architecture()}.deb"
-
-
-def _apt_install(*packages: str) -> None:
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        sys.exit(f"[deb] needs {' '.join(packages)}: apt-get install -y {' '.join(packages)}")
-    say(f"installing {' '.join(packages)}")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-qq", *packages]
-    if subprocess.run(install, env=env, check=False).returncode != 0:
-        subprocess.run([apt, "update", "-qq"], env=env, check=True)
-        subprocess.run(install, env=env, check=True)
+    return ROOT / "dist" / f"{PACKAGE}_{dev.version()}_{architecture()}.deb"
 
 
 def _shared_objects(folder: Path) -> list[Path]:
@@ -132,8 +113,9 @@ def system_depends(bundle: Path) -> list[str]:
 def build(*, fast: bool = False) -> Path:
     if not (BUNDLE / "sidelight-cli").is_file():
         sys.exit(f"[deb] no bundle in {BUNDLE}: run packaging/build.py first")
-    if shutil.which("dpkg-deb") is None or shutil.which("dpkg-architecture") is None:
-        _apt_install("dpkg-dev")
+    tools_missing = shutil.which("dpkg-deb") is None or shutil.which("dpkg-architecture") is None
+    if tools_missing and not dev.apt_install(["dpkg-dev"], say):
+        sys.exit("[deb] needs dpkg-dev: apt-get install -y dpkg-dev")
     shutil.rmtree(STAGING, ignore_errors=True)
     root = STAGING / "root"
     opt = root / PREFIX.lstrip("/")
@@ -165,7 +147,7 @@ def build(*, fast: bool = False) -> Path:
     control.parent.mkdir()
     control.write_text(
         f"Package: {PACKAGE}\n"
-        f"Version: {version()}\n"
+        f"Version: {dev.version()}\n"
         f"Architecture: {architecture()}\n"
         "Maintainer: Sidelight developers <sidelight@users.noreply.github.com>\n"
         f"Installed-Size: {size_kb}\n"

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 import venv
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +56,35 @@ def _python(venv_dir: Path = VENV) -> Path:
 def say(message: str) -> None:
     sys.stderr.write(f"[dev] {message}\n")
     sys.stderr.flush()
+
+
+def version() -> str:
+    """Sidelight's version, from ``pyproject.toml``."""
+    match = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    if match is None:
+        sys.exit("no version in pyproject.toml")
+    return match.group(1)
+
+
+def apt_install(
+    packages: Sequence[str], log: Callable[[str], None], message: str | None = None
+) -> bool:
+    """Install Debian packages with apt-get, refreshing the package lists once if that fails.
+
+    Returns False, having done nothing, when there is no apt-get or this is not root; the
+    caller then says what to install by hand. ``message`` (default "installing PACKAGES") is
+    logged before installing.
+    """
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        return False
+    log(message or f"installing {' '.join(packages)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [apt, "install", "-y", "-qq", *packages]
+    if subprocess.run(install, env=env, check=False).returncode != 0:
+        subprocess.run([apt, "update", "-qq"], env=env, check=True)
+        subprocess.run(install, env=env, check=True)
+    return True
 
 
 def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
@@ -86,25 +117,17 @@ def _ensure_qt_libs() -> None:
     if not sys.platform.startswith("linux"):
         return
     import ctypes.util
-    import shutil
 
     missing = sorted(
         {pkg for lib, pkg in QT_SYSTEM_LIBS.items() if ctypes.util.find_library(lib) is None}
     )
-    if not missing:
-        return
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
+    if missing and not apt_install(
+        missing, say, f"installing system libraries Qt needs: {' '.join(missing)}"
+    ):
         sys.exit(
             f"[dev] Qt (the tray app and its tests) needs these system libraries: "
             f"{' '.join(missing)}. Install them, e.g. sudo apt-get install -y {' '.join(missing)}"
         )
-    say(f"installing system libraries Qt needs: {' '.join(missing)}")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-qq", *missing]
-    if subprocess.run(install, env=env, check=False).returncode != 0:
-        subprocess.run([apt, "update", "-qq"], env=env, check=True)
-        subprocess.run(install, env=env, check=True)
 
 
 def ensure_app_env() -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,13 +26,6 @@ WORK = ROOT / "build" / "nsis"
 ICON = ROOT / "build" / "windows" / "sidelight.ico"
 
 
-def version() -> str:
-    match = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    if match is None:
-        sys.exit("no version in pyproject.toml")
-    return match.group(1)
-
-
 def _makensis() -> str:
     found = shutil.which("makensis")
     if found:
@@ -44,14 +36,8 @@ def _makensis() -> str:
             if candidate.is_file():
                 return str(candidate)
         sys.exit("[nsis] makensis not found: choco install nsis")
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
+    if not dev.apt_install(["nsis"], dev.say):
         sys.exit("[nsis] makensis not found: apt-get install -y nsis")
-    dev.say("installing nsis")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if subprocess.run([apt, "install", "-y", "-qq", "nsis"], env=env, check=False).returncode:
-        subprocess.run([apt, "update", "-qq"], env=env, check=True)
-        subprocess.run([apt, "install", "-y", "-qq", "nsis"], env=env, check=True)
     return shutil.which("makensis") or sys.exit("[nsis] makensis still not found")
 
 
@@ -78,7 +64,7 @@ def compile_installer(payload: Path, out: Path) -> Path:
         makensis,
         "-V2",
         "-WX",  # warnings are errors: the script must stay clean
-        f"-DVERSION={version()}",
+        f"-DVERSION={dev.version()}",
         f"-DPAYLOAD={payload}",
         f"-DICON={ICON}",
         f"-DOUTFILE={out}",
@@ -102,7 +88,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     payload = args.payload.resolve() if args.payload else placeholder_payload()
-    default = ROOT / "dist" / f"sidelight-{version()}-setup.exe" if args.payload else None
+    default = ROOT / "dist" / f"sidelight-{dev.version()}-setup.exe" if args.payload else None
     out = args.out or default or WORK / "sidelight-setup-placeholder.exe"
     compile_installer(payload, out.resolve())
     return 0

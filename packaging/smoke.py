@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import dev
+
 ROOT = Path(__file__).resolve().parent.parent
 DIALOGUES = ROOT / "tests" / "models" / "dialogues.json"
 OUT = ROOT / "build" / "smoke"
@@ -284,15 +286,8 @@ def _ensure_tray_tools() -> None:
     missing = sorted({pkg for tool, pkg in TRAY_TOOLS.items() if shutil.which(tool) is None})
     if not missing:
         return
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
+    if not dev.apt_install(missing, say):
         raise SmokeError(f"the tray check needs: {' '.join(missing)} (apt-get install -y ...)")
-    say(f"installing {' '.join(missing)}")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-qq", *missing]
-    if subprocess.run(install, env=env, check=False).returncode != 0:
-        subprocess.run([apt, "update", "-qq"], env=env, check=True)
-        subprocess.run(install, env=env, check=True)
 
 
 @contextlib.contextmanager
