@@ -345,12 +345,17 @@ class EngineClient:
                 self._start_thread(self._process, self._conn)  # a pending _attach backs off
 
     def _attach(self, loop: asyncio.AbstractEventLoop, process: Any, conn: Connection) -> None:
-        """On ``loop``: start watching ``conn`` (scheduled by the thread or by _spawn)."""
+        """On ``loop``: start watching ``conn`` (scheduled by the thread or by _spawn).
+
+        A stale call backs off: whenever the state is ``"attaching"``, an ``_attach`` for
+        the current loop and pipe was scheduled after the last change of either.
+        """
         with self._lock:
-            if self._reading != "attaching" or conn is not self._conn:
-                return
-            if self._read_loop is not loop:  # pragma: no cover - read_on_thread raced ahead
-                self._start_thread(process, conn)
+            if (
+                self._reading != "attaching"
+                or conn is not self._conn
+                or self._read_loop is not loop
+            ):
                 return
             loop.add_reader(conn.fileno(), self._loop_reader, loop, process, conn)
             self._reading = "loop"

@@ -10,12 +10,11 @@ Threading: used only from the worker's single loop thread.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelSpec
+from engine.models import ModelSpec, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +61,7 @@ class EmbeddingRunner:
 
 def _pooling(folder: Path, kinds: Any) -> Any:
     """The pooling a sentence-transformers model declares (CLS when it says nothing)."""
-    config_path = folder / "1_Pooling" / "config.json"
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return kinds.CLS
+    config = read_json(folder / "1_Pooling" / "config.json")
     if config.get("pooling_mode_mean_tokens"):
         return kinds.MEAN
     if config.get("pooling_mode_lasttoken"):

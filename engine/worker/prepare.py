@@ -178,22 +178,20 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
         config.repetition_penalty = s.repetition_penalty
     if request.logprobs:
         config.logprobs = 1  # GenAI returns the chosen token's log-probability only
-    if request.constraint is not None:
+    constraint = request.constraint
+    if constraint is not None:
         # A schema XGrammar cannot compile must be refused here: once added, it fails every
         # later pipeline step, for every request.
-        config.structured_output_config = _structured(request.constraint)
-        try:
-            config.validate()
-        except Exception as exc:
-            raise RequestError(
-                "invalid_request",
-                f"{request.constraint.param}: the JSON schema cannot be enforced: "
-                f"{_first_line(exc)}",
-                request.constraint.param,
-            ) from exc
+        config.structured_output_config = _structured(constraint)
     try:
         config.validate()
     except Exception as exc:
+        if constraint is not None:
+            raise RequestError(
+                "invalid_request",
+                f"{constraint.param}: the JSON schema cannot be enforced: {_first_line(exc)}",
+                constraint.param,
+            ) from exc
         raise RequestError("invalid_request", f"invalid sampling parameters: {exc}") from exc
     return config
 

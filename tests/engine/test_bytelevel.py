@@ -64,6 +64,7 @@ def test_table_streams_exactly_what_genai_decodes(model_dir: Path) -> None:
 def test_stop_strings_work_on_the_table_path() -> None:
     tokenizer: Any = ov_genai.Tokenizer(str(DEMO))
     table = verified_byte_table(DEMO, tokenizer)
+    assert table is not None  # else this would test the detokenizer path
     ids = [int(i) for i in tokenizer.encode("one two STOP three").input_ids.data[0]]
     detok = IncrementalDetokenizer(tokenizer, ("STOP",), table=table)
     text = "".join(detok.push([i]) for i in ids) + detok.finish()
