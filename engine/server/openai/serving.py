@@ -101,8 +101,17 @@ class OpenAIServing:
             logger.info("%s: ignoring unknown fields %s", request.url.path, ", ".join(unknown))
         return parsed
 
-    def model_cards(self) -> list[dict[str, Any]]:
+    async def model_cards(self) -> list[dict[str, Any]]:
         """The loaded model first, then every stored model, as ``/v1/models`` entries."""
+        return await asyncio.to_thread(self._model_cards)  # reads every manifest
+
+    async def model_card(self, name: str) -> dict[str, Any]:
+        for card in await self.model_cards():
+            if card["id"] == name:
+                return card
+        raise _not_found(name)
+
+    def _model_cards(self) -> list[dict[str, Any]]:
         status = self.models.status()
         cards: dict[str, dict[str, Any]] = {}
         if status.model is not None:
@@ -122,12 +131,6 @@ class OpenAIServing:
                 }
         return [protocol.model_card(mid, **card) for mid, card in cards.items()]
 
-    def model_card(self, name: str) -> dict[str, Any]:
-        for card in self.model_cards():
-            if card["id"] == name:
-                return card
-        raise _not_found(name)
-
     async def resolve_model(self, name: str) -> ModelSpec:
         """The spec to serve ``name`` with, loading it from the store when needed.
 
@@ -137,6 +140,7 @@ class OpenAIServing:
         """
         status = self.models.status()
         if status.model is None or status.model.id != name:
+            # Read on the loop: awaiting here would let a second request start the same load.
             spec = self.models.seen.get(name) or self._stored_spec(name)
             if spec.task != "chat":
                 raise APIError(
@@ -164,13 +168,15 @@ class OpenAIServing:
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
-    def embedding_spec(self, name: str) -> ModelSpec:
+    async def embedding_spec(self, name: str) -> ModelSpec:
         """The embedding model ``name`` (from the store, or seen this session).
 
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
-        spec = self.models.seen.get(name) or self._stored_spec(name)
+        spec = self.models.seen.get(name)
+        if spec is None:  # reading the store (manifest, config) stays off the event loop
+            spec = await asyncio.to_thread(self._stored_spec, name)
         if spec.task != "embeddings":
             raise APIError(
                 400,
