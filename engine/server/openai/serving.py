@@ -174,6 +174,7 @@ class OpenAIServing:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
+        self.models.status()  # notes the loaded model (perhaps from a path) in seen
         spec = self.models.seen.get(name)
         if spec is None:  # reading the store (manifest, config) stays off the event loop
             spec = await asyncio.to_thread(self._stored_spec, name)
