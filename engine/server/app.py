@@ -29,7 +29,6 @@ from engine.server.errors import (
 )
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
-from engine.server.model_info import ModelDirectory
 from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
@@ -58,12 +57,11 @@ def create_app(
         )
         return JSONResponse(body, status_code=503, headers=headers)
 
-    models = ModelDirectory(engine, store)
     routes = [
         Route("/health", health, methods=["GET"]),
         *openai_routes(serving),
-        *lmstudio_routes(models),
-        *ollama_routes(OllamaServing(serving, models)),  # last: it ends with an /api catch-all
+        *lmstudio_routes(serving.models),
+        *ollama_routes(OllamaServing(serving)),  # last: it ends with an /api catch-all
     ]
 
     allowed_hosts = set(settings.allowed_hosts)

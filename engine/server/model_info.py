@@ -92,14 +92,16 @@ class ModelDirectory:
     def __init__(self, engine: EngineClient, store: ModelStore | None) -> None:
         self.engine = engine
         self.store = store
-        self._seen: dict[str, ModelSpec] = {}  # models loaded from a path this session
+        # Every model loaded this session, so one loaded from a path stays selectable by id.
+        self.seen: dict[str, ModelSpec] = {}
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str], tuple[float, ModelInfo]] = {}
 
     def status(self) -> EngineStatus:
+        """The engine's status, noting its model in :attr:`seen`."""
         status = self.engine.status()
         if status.model is not None:
-            self._seen.setdefault(status.model.id, status.model)
+            self.seen.setdefault(status.model.id, status.model)
         return status
 
     async def all(self) -> list[ModelInfo]:
@@ -116,7 +118,7 @@ class ModelDirectory:
             info = self._describe_stored(stored)
             if info is not None:
                 infos[info.id] = info
-        for spec in self._seen.values():
+        for spec in self.seen.values():
             if spec.id not in infos:
                 info = self._describe_spec(spec, None)
                 if info is not None:
@@ -131,7 +133,7 @@ class ModelDirectory:
             # Unknown, malformed or path-like ids are all "not found" to a client.
             with contextlib.suppress(StoreError):
                 info = self._describe_stored(self.store.get(name))
-        spec = self._seen.get(name)
+        spec = self.seen.get(name)
         if info is None and spec is not None:
             info = self._describe_spec(spec, None)
         return _live(info, status) if info is not None else None

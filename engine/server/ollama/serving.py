@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.models import ModelSpec
 from engine.server.errors import APIError
-from engine.server.model_info import ModelDirectory, ModelInfo
+from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.openai.serving import OpenAIServing
 from engine.worker.messages import SamplingParams
@@ -55,9 +55,9 @@ def unsupported(action: str) -> APIError:
 class OllamaServing:
     """Model lookup, metadata and option mapping for the ``/api`` routes."""
 
-    def __init__(self, openai: OpenAIServing, models: ModelDirectory) -> None:
+    def __init__(self, openai: OpenAIServing) -> None:
         self.openai = openai
-        self.models = models
+        self.models = openai.models
 
     async def find(self, name: str, action: str | None = None) -> ModelInfo:
         """The model ``name`` names (``:latest`` allowed).

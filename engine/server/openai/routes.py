@@ -18,10 +18,10 @@ def openai_routes(serving: OpenAIServing) -> list[Route]:
     embeddings = EmbeddingServing(serving)
 
     async def list_models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": serving.model_cards()})
+        return JSONResponse({"object": "list", "data": await serving.model_cards()})
 
     async def get_model(request: Request) -> Response:
-        return JSONResponse(serving.model_card(request.path_params["model_id"]))
+        return JSONResponse(await serving.model_card(request.path_params["model_id"]))
 
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),

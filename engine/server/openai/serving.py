@@ -24,13 +24,13 @@ from engine.client import (
     RESTARTING,
     STARTING,
     EngineClient,
-    EngineStatus,
     EngineUnavailable,
     RequestFailed,
     RequestStream,
 )
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
+from engine.server.model_info import ModelDirectory
 from engine.server.openai import protocol
 from engine.store import ModelStore, StoreError
 from engine.worker.messages import Finished, OutputConstraint, SamplingParams
@@ -72,14 +72,8 @@ class OpenAIServing:
     def __init__(self, engine: EngineClient, store: ModelStore | None = None) -> None:
         self.engine = engine
         self.store = store
-        # Models loaded from a path (not the store) this session stay selectable by id.
-        self._seen: dict[str, ModelSpec] = {}
-
-    def _status(self) -> EngineStatus:
-        status = self.engine.status()
-        if status.model is not None:
-            self._seen.setdefault(status.model.id, status.model)
-        return status
+        # Shared with the Ollama and LM Studio surfaces: one record of the models seen.
+        self.models = ModelDirectory(engine, store)
 
     async def parse(self, request: Request, model_type: type[M]) -> M:
         """Read and validate the JSON body; a bad field is a 400 naming it."""
@@ -107,13 +101,22 @@ class OpenAIServing:
             logger.info("%s: ignoring unknown fields %s", request.url.path, ", ".join(unknown))
         return parsed
 
-    def model_cards(self) -> list[dict[str, Any]]:
+    async def model_cards(self) -> list[dict[str, Any]]:
         """The loaded model first, then every stored model, as ``/v1/models`` entries."""
-        status = self._status()
+        return await asyncio.to_thread(self._model_cards)  # reads every manifest
+
+    async def model_card(self, name: str) -> dict[str, Any]:
+        for card in await self.model_cards():
+            if card["id"] == name:
+                return card
+        raise _not_found(name)
+
+    def _model_cards(self) -> list[dict[str, Any]]:
+        status = self.models.status()
         cards: dict[str, dict[str, Any]] = {}
         if status.model is not None:
             cards[status.model.id] = {**_spec_card(status.model), "status": status.state}
-        for spec in self._seen.values():
+        for spec in self.models.seen.values():
             cards.setdefault(spec.id, {**_spec_card(spec), "status": "available"})
         for stored in self.store.list() if self.store else []:
             if stored.id not in cards:
@@ -128,12 +131,6 @@ class OpenAIServing:
                 }
         return [protocol.model_card(mid, **card) for mid, card in cards.items()]
 
-    def model_card(self, name: str) -> dict[str, Any]:
-        for card in self.model_cards():
-            if card["id"] == name:
-                return card
-        raise _not_found(name)
-
     async def resolve_model(self, name: str) -> ModelSpec:
         """The spec to serve ``name`` with, loading it from the store when needed.
 
@@ -141,9 +138,10 @@ class OpenAIServing:
             APIError: 404 for an unknown (or path-like) name; 503 with Retry-After while a
                 model takes longer than :data:`LOAD_WAIT_SECONDS` to load.
         """
-        status = self._status()
+        status = self.models.status()
         if status.model is None or status.model.id != name:
-            spec = self._seen.get(name) or self._stored_spec(name)
+            # Read on the loop: awaiting here would let a second request start the same load.
+            spec = self.models.seen.get(name) or self._stored_spec(name)
             if spec.task != "chat":
                 raise APIError(
                     400,
@@ -170,13 +168,16 @@ class OpenAIServing:
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
-    def embedding_spec(self, name: str) -> ModelSpec:
+    async def embedding_spec(self, name: str) -> ModelSpec:
         """The embedding model ``name`` (from the store, or seen this session).
 
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
-        spec = self._seen.get(name) or self._stored_spec(name)
+        self.models.status()  # notes the loaded model (perhaps from a path) in seen
+        spec = self.models.seen.get(name)
+        if spec is None:  # reading the store (manifest, config) stays off the event loop
+            spec = await asyncio.to_thread(self._stored_spec, name)
         if spec.task != "embeddings":
             raise APIError(
                 400,

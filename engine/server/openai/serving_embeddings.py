@@ -22,7 +22,7 @@ class EmbeddingServing:
 
     async def create(self, request: Request) -> Response:
         body = await self._serving.parse(request, protocol.EmbeddingRequest)
-        spec = self._serving.embedding_spec(body.model)
+        spec = await self._serving.embedding_spec(body.model)
         try:
             result = await unless_disconnected(
                 request, self._serving.engine.embed(spec, body.texts())
