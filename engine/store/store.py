@@ -221,15 +221,6 @@ class ModelStore:
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
 
-    def unique_id(self, base: str) -> str:
-        """``base`` if free, else ``base-2``, ``base-3``, ... (for imports and conversions)."""
-        candidate = normalize_id(base)
-        counter = 2
-        while model_folder(self.root, candidate).exists():
-            candidate = normalize_id(f"{base}-{counter}")
-            counter += 1
-        return candidate
-
 
 def _fsync_dir(folder: Path) -> None:
     if os.name == "nt":

@@ -43,7 +43,6 @@ def test_path_like_ids_are_refused_by_every_call(store: ModelStore, bad: str) ->
         store.contains,
         store.partial_folder,
         store.discard_partial,
-        store.unique_id,
         lambda i: store.lock(i).__enter__(),
     ]
     for call in calls:
