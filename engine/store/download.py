@@ -39,7 +39,7 @@ from engine.store.catalog import CatalogEntry
 from engine.store.errors import Cancelled, NotEnoughSpace, StoreError
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import RemoteFile, RepoListing, hub_error, list_repo, transport_errors
-from engine.store.ids import id_from_name
+from engine.store.ids import id_from_name, normalize_id
 from engine.store.manifest import Manifest, Source, now_iso
 from engine.store.progress import ByteMeter, Progress, ProgressCallback, check_cancel
 from engine.store.store import ModelStore, StoredModel
@@ -73,7 +73,7 @@ class PullRequest:
     @property
     def target_id(self) -> str:
         if self.model_id:
-            return self.model_id
+            return normalize_id(self.model_id)
         if self.catalog is not None:
             return self.catalog.id
         return id_from_name(self.repo)

@@ -97,6 +97,13 @@ def test_catalog_pull_uses_the_catalog_id_and_facts(hub: HubServer, store: Model
     assert model.manifest.details["catalog_id"] == entry.id
 
 
+def test_a_chosen_id_is_stored_in_its_canonical_form(hub: HubServer, store: ModelStore) -> None:
+    model = pull(store, PullRequest(repo=REPO, model_id="My-Copy"), endpoint=hub.url)
+    assert model.id == "my-copy" and model.folder.name == "my-copy"
+    assert [m.id for m in store.list()] == ["my-copy"]
+    assert store.get("My-Copy").folder == model.folder
+
+
 def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     hub: HubServer, store: ModelStore
 ) -> None:
