@@ -215,6 +215,10 @@ class ModelStore:
         shutil.rmtree(doomed, ignore_errors=True)
         logger.info("removed %s from the store", model.id)
 
+    def has_partial(self, model_id: str) -> bool:
+        """Whether an unfinished job left files for ``model_id`` (a download can resume)."""
+        return model_folder(self.root / PARTIAL, model_id).exists()
+
     def discard_partial(self, model_id: str) -> None:
         """Forget a job's unfinished files (a cancelled conversion, an abandoned download)."""
         folder = model_folder(self.root / PARTIAL, model_id)

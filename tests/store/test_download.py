@@ -117,7 +117,7 @@ def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     with pytest.raises(Cancelled):
         pull(store, PullRequest(repo=REPO), endpoint=hub.url, progress=on_progress, cancel=cancel)
 
-    assert store.list() == []
+    assert store.list() == [] and store.has_partial(MODEL_ID)
     part = store.root / ".partial" / MODEL_ID / INCOMPLETE / BIG_FILE
     kept = part.stat().st_size
     assert 0 < kept < (hub.config.root / REPO / BIG_FILE).stat().st_size
@@ -126,6 +126,7 @@ def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     model = pull(store, PullRequest(repo=REPO), endpoint=hub.url)
     assert resumed_ranges(hub, BIG_FILE) == [kept]
     assert same_files(model.folder, hub.config.root / REPO, ignore={"manifest.json"}) == []
+    assert not store.has_partial(MODEL_ID)
 
 
 def test_sigkill_mid_file_then_resume_is_byte_identical(

@@ -42,6 +42,7 @@ def test_path_like_ids_are_refused_by_every_call(store: ModelStore, bad: str) ->
         store.remove,
         store.contains,
         store.partial_folder,
+        store.has_partial,
         store.discard_partial,
         lambda i: store.lock(i).__enter__(),
     ]
