@@ -199,7 +199,7 @@ class Controller(QObject):
         choices.extend(
             ModelChoice(
                 id=m.id,
-                label=m.manifest.name if m.manifest.name != m.id else m.id,
+                label=m.manifest.name,
                 path=m.path,
                 devices=tuple(d.upper() for d in m.manifest.devices),
             )

@@ -41,7 +41,6 @@ from engine.store import StoredModel, StoreError
 from engine.store.catalog import Catalog, Fit, MachineInfo
 from engine.store.errors import Cancelled
 from engine.store.progress import Progress
-from engine.store.store import PARTIAL
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +201,7 @@ class ModelManager(QDialog):
     def _entry_status(self, entry_id: str) -> str:
         if entry_id in self._installed:
             return "Installed"
-        if (self.controller.store.root / PARTIAL / entry_id).exists():
+        if self.controller.store.has_partial(entry_id):
             return "Partly downloaded"
         return ""
 

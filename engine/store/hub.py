@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from engine.store.errors import HubError
 
@@ -51,8 +52,11 @@ def list_repo(
 ) -> RepoListing:
     """List a model repo's files with sizes and hashes, pinned to the revision's commit.
 
+    Every listed path is relative and stays inside the repo, so callers may join it to a
+    local folder.
+
     Raises:
-        HubError: missing repo or revision, refused token, no network.
+        HubError: missing repo or revision, refused token, no network, an unsafe file name.
     """
     from huggingface_hub import HfApi
 
@@ -66,6 +70,9 @@ def list_repo(
         raise HubError(f"the hub did not say which commit {repo}@{revision} is")
     files = []
     for sibling in info.siblings or []:
+        name = PurePath(sibling.rfilename)
+        if name.is_absolute() or ".." in name.parts:
+            raise HubError(f"the hub listed a file with an unsafe name: {sibling.rfilename!r}")
         if sibling.size is None:
             raise HubError(f"the hub did not publish the size of {repo}/{sibling.rfilename}")
         files.append(

@@ -215,20 +215,15 @@ class ModelStore:
         shutil.rmtree(doomed, ignore_errors=True)
         logger.info("removed %s from the store", model.id)
 
+    def has_partial(self, model_id: str) -> bool:
+        """Whether an unfinished job left files for ``model_id`` (a download can resume)."""
+        return model_folder(self.root / PARTIAL, model_id).exists()
+
     def discard_partial(self, model_id: str) -> None:
         """Forget a job's unfinished files (a cancelled conversion, an abandoned download)."""
         folder = model_folder(self.root / PARTIAL, model_id)
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
-
-    def unique_id(self, base: str) -> str:
-        """``base`` if free, else ``base-2``, ``base-3``, ... (for imports and conversions)."""
-        candidate = normalize_id(base)
-        counter = 2
-        while model_folder(self.root, candidate).exists():
-            candidate = normalize_id(f"{base}-{counter}")
-            counter += 1
-        return candidate
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -97,6 +97,13 @@ def test_catalog_pull_uses_the_catalog_id_and_facts(hub: HubServer, store: Model
     assert model.manifest.details["catalog_id"] == entry.id
 
 
+def test_a_chosen_id_is_stored_in_its_canonical_form(hub: HubServer, store: ModelStore) -> None:
+    model = pull(store, PullRequest(repo=REPO, model_id="My-Copy"), endpoint=hub.url)
+    assert model.id == "my-copy" and model.folder.name == "my-copy"
+    assert [m.id for m in store.list()] == ["my-copy"]
+    assert store.get("My-Copy").folder == model.folder
+
+
 def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     hub: HubServer, store: ModelStore
 ) -> None:
@@ -110,7 +117,7 @@ def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     with pytest.raises(Cancelled):
         pull(store, PullRequest(repo=REPO), endpoint=hub.url, progress=on_progress, cancel=cancel)
 
-    assert store.list() == []
+    assert store.list() == [] and store.has_partial(MODEL_ID)
     part = store.root / ".partial" / MODEL_ID / INCOMPLETE / BIG_FILE
     kept = part.stat().st_size
     assert 0 < kept < (hub.config.root / REPO / BIG_FILE).stat().st_size
@@ -119,6 +126,7 @@ def test_cancel_keeps_partial_bytes_and_the_next_pull_resumes(
     model = pull(store, PullRequest(repo=REPO), endpoint=hub.url)
     assert resumed_ranges(hub, BIG_FILE) == [kept]
     assert same_files(model.folder, hub.config.root / REPO, ignore={"manifest.json"}) == []
+    assert not store.has_partial(MODEL_ID)
 
 
 def test_sigkill_mid_file_then_resume_is_byte_identical(

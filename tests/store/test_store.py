@@ -42,8 +42,8 @@ def test_path_like_ids_are_refused_by_every_call(store: ModelStore, bad: str) ->
         store.remove,
         store.contains,
         store.partial_folder,
+        store.has_partial,
         store.discard_partial,
-        store.unique_id,
         lambda i: store.lock(i).__enter__(),
     ]
     for call in calls:
