@@ -220,6 +220,7 @@ CONFIG_KEYS = frozenset(
         "max_body_bytes",
         "device",
         "kv_cache_gb",
+        "engine_below_normal",
         "stream_interval_ms",
         "log_level",
         "hf_token",

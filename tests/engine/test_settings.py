@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.settings import DEFAULT_PORT, SettingsError, load_settings
+from engine.settings import DEFAULT_PORT, SettingsError, load_settings, save_config
 
 
 def test_defaults_are_loopback_on_a_port_no_rival_uses(tmp_path: Path) -> None:
@@ -69,3 +69,13 @@ def test_extra_origins_extend_the_allowlist(tmp_path: Path) -> None:
     origins = load_settings(env).allowed_origins
     assert origins[-1] == "https://app\\.example"
     assert any("localhost" in o for o in origins)
+
+
+def test_every_key_load_settings_reads_can_be_saved(tmp_path: Path) -> None:
+    """save_config refuses unknown keys, so each key read from the file must be allowed."""
+    home = {"SIDELIGHT_HOME": str(tmp_path)}
+    paths = load_settings(home).paths
+    save_config(paths, {"engine_below_normal": False, "stream_interval_ms": 0, "kv_cache_gb": 2})
+    settings = load_settings(home)
+    assert settings.engine_below_normal is False
+    assert settings.stream_interval_ms == 0 and settings.kv_cache_gb == 2
