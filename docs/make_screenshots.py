@@ -277,6 +277,9 @@ def main() -> int:
                 **env,
                 "SIDELIGHT_HOME": home,
                 "SIDELIGHT_PORT": str(_port()),
+                # The demo model makes ~1,500 tokens/s; the default stream interval would
+                # deliver its reply in two chunks, too fast to catch it mid-reply.
+                "SIDELIGHT_STREAM_INTERVAL_MS": "0",
                 "QT_QPA_PLATFORM": "xcb",
                 "XDG_CONFIG_HOME": str(Path(home) / "xdg"),
             }
