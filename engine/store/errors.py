@@ -25,3 +25,14 @@ class NotEnoughSpace(StoreError, OSError):
 
 class HubError(StoreError):
     """The model hub refused or could not be reached; the message names the cause."""
+
+
+class ModelDamaged(StoreError):
+    """A model folder whose manifest or files cannot be trusted; ``sidelight rm`` removes it."""
+
+    def __init__(self, model_id: str, reason: str) -> None:
+        super().__init__(
+            f"model '{model_id}' is damaged: {reason} (remove it with: sidelight rm {model_id})"
+        )
+        self.model_id = model_id
+        self.reason = reason
