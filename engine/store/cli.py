@@ -22,7 +22,7 @@ from typing import Any, TextIO, TypeVar
 from engine.models import ModelError
 from engine.settings import Settings
 from engine.store.catalog import Catalog, MachineInfo
-from engine.store.errors import Cancelled, StoreError
+from engine.store.errors import Cancelled, StoreError, disk_error
 from engine.store.progress import Progress
 from engine.store.store import ModelStore, StoredModel
 
@@ -88,6 +88,21 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     except (StoreError, ModelError) as exc:
         print(f"sidelight: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    except OSError as exc:  # a disk failure no job named: still one sentence
+        print(f"sidelight: {disk_error(exc, _doing(args), store.root)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _doing(args: argparse.Namespace) -> str:
+    """``importing model.gguf``: what a command was doing, for an error message."""
+    what = {"pull": "downloading", "convert": "converting", "import": "importing"}
+    target = {"pull": "model", "convert": "source", "import": "file", "rm": "model"}
+    if args.command == "list":
+        return "listing the models"
+    if args.command == "rm":
+        return f"removing {args.model}"
+    subject = getattr(args, target[args.command])
+    return f"{what[args.command]} {subject.name if isinstance(subject, Path) else subject}"
 
 
 def _rm(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:

@@ -34,7 +34,13 @@ from filelock import FileLock, Timeout
 
 from engine.models import ModelError, ModelSpec, spec_from_path
 from engine.settings import Settings
-from engine.store.errors import InvalidModelId, ModelDamaged, ModelNotFound, StoreError
+from engine.store.errors import (
+    InvalidModelId,
+    ModelDamaged,
+    ModelNotFound,
+    StoreError,
+    disk_errors,
+)
 from engine.store.ids import RESERVED, inside, model_folder, normalize_id
 from engine.store.manifest import MANIFEST, Manifest, read_manifest, write_manifest
 
@@ -254,14 +260,16 @@ class ModelStore:
 
         Raises:
             InvalidModelId, ModelNotFound: as :meth:`get`.
+            StoreError: the models folder is read-only or not ours (one sentence).
         """
         folder = model_folder(self.root, model_id)
         if not _has_manifest(folder):
             raise ModelNotFound(f"no model '{model_id}' in the store (see: sidelight list)")
-        trash = self.root / TRASH
-        trash.mkdir(parents=True, exist_ok=True)
-        doomed = trash / f"{folder.name}-{uuid.uuid4().hex[:8]}"
-        os.replace(folder, doomed)
+        with disk_errors(f"removing {folder.name}", self.root):
+            trash = self.root / TRASH
+            trash.mkdir(parents=True, exist_ok=True)
+            doomed = trash / f"{folder.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         logger.info("removed %s from the store", folder.name)
 

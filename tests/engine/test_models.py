@@ -70,7 +70,9 @@ def test_not_a_gguf(tmp_path: Path) -> None:
     truncated.write_bytes(
         write_gguf(tmp_path / "x.gguf", general__architecture="llama").read_bytes()[:30]
     )
-    with pytest.raises(ModelError, match=r"claims 25 metadata entries, more than the file can hold"):
+    with pytest.raises(
+        ModelError, match=r"claims 25 metadata entries, more than the file can hold"
+    ):
         spec_from_path(truncated)
 
 
