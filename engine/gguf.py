@@ -14,6 +14,7 @@ shrinks while it is read raises an error instead of a SIGBUS.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def read_header(path: Path, *, keep_arrays: Collection[str] | bool = ()) -> GGUF
     """
     try:
         with path.open("rb") as fh:
-            size = path.stat().st_size
+            size = os.fstat(fh.fileno()).st_size
             return _Parser(_Cursor(fh, size), keep_arrays).header()
     except _Bad as exc:
         raise GGUFError(f"{path.name} {exc}") from None
