@@ -115,6 +115,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.server.app import create_app
     from engine.server.runner import PortInUseError, ServerRunner
     from engine.store import ModelStore
+    from engine.store.errors import disk_error
 
     settings = settings.with_overrides(
         host=args.host, port=args.port, api_key=args.api_key, device=args.device
@@ -127,8 +128,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             if args.model
             else spec_from_path(demo_model_path())
         )
-    except (SettingsError, ModelError, OSError) as exc:
+    except (SettingsError, ModelError) as exc:
         print(f"sidelight: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a folder Sidelight needs cannot be created or read
+        remedy = "point SIDELIGHT_HOME at a writable folder"
+        print(f"sidelight: {disk_error(exc, 'preparing to serve', None, remedy)}", file=sys.stderr)
         return 2
     log_file = setup_logging(settings.paths.log_dir, settings.log_level)
     if spec.is_demo:

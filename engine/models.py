@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.gguf import GGUFError, read_metadata
+from engine.gguf import GGUFError, GGUFHeader
+from engine.gguf_check import check_gguf
 from engine.resources import demo_model_path
 
 logger = logging.getLogger(__name__)
@@ -22,6 +23,36 @@ GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
 GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "Q4_K_M", 18: "Q6_K"}
 
 DEMO_MODEL_ID = "sidelight-demo"
+
+# Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
+_GENAI_KEYS = (
+    "{arch}.block_count",
+    "{arch}.embedding_length",
+    "{arch}.attention.head_count",
+    "{arch}.attention.layer_norm_rms_epsilon",
+    "tokenizer.ggml.tokens",
+)
+# Scalars GenAI reads through a fixed C type: a u64 or f64 value there fails to load.
+_INT32 = frozenset({4, 5})  # GGUF uint32, int32
+_GENAI_SCALARS = (
+    *((key, _INT32, "a 32-bit integer") for key in _GENAI_KEYS[:3]),
+    ("{arch}.attention.head_count_kv", _INT32, "a 32-bit integer"),
+    ("{arch}.context_length", _INT32, "a 32-bit integer"),
+    ("general.file_type", _INT32, "a 32-bit integer"),
+    ("{arch}.attention.layer_norm_rms_epsilon", frozenset({6}), "a 32-bit float"),
+    ("{arch}.rope.freq_base", frozenset({6}), "a 32-bit float"),
+)
+_GENAI_LAYER_TENSORS = (
+    "attn_norm",
+    "ffn_norm",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+)
 
 
 class ModelError(ValueError):
@@ -100,9 +131,10 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
 
 def _gguf_spec(file: Path, model_id: str) -> ModelSpec:
     try:
-        meta = read_metadata(file)
+        header = check_gguf(file)  # the whole file, before GenAI trusts any of it
     except GGUFError as exc:
         raise ModelError(str(exc)) from exc
+    meta = header.metadata
     arch = str(meta.get("general.architecture", "unknown"))
     if arch not in GGUF_ARCHITECTURES:
         raise ModelError(
@@ -115,6 +147,9 @@ def _gguf_spec(file: Path, model_id: str) -> ModelSpec:
             f"{file.name}: GGUF quantization type {file_type} is not supported "
             f"(supported: {', '.join(sorted(set(GGUF_FILE_TYPES.values())))})"
         )
+    problem = _genai_gguf_problem(header, arch)
+    if problem:
+        raise ModelError(f"{file.name} cannot be served: {problem}")
     context = meta.get(f"{arch}.context_length")
     return ModelSpec(
         id=model_id,
@@ -125,14 +160,47 @@ def _gguf_spec(file: Path, model_id: str) -> ModelSpec:
     )
 
 
+def _genai_gguf_problem(header: GGUFHeader, arch: str) -> str | None:
+    """What GenAI's GGUF reader needs but this (structurally valid) file lacks.
+
+    GenAI looks these keys and tensors up without checking they exist, and fails with a bare
+    ``map::at``; a vocabulary that disagrees with the embedding table reads out of bounds.
+    """
+    meta = header.metadata
+    for key in _GENAI_KEYS:
+        if key.format(arch=arch) not in meta:
+            return f"metadata '{key.format(arch=arch)}' is missing"
+    for pattern, types, label in _GENAI_SCALARS:
+        key = pattern.format(arch=arch)
+        if key in meta and header.value_types[key] not in types:
+            return f"metadata '{key}' must be stored as {label} (GenAI reads no other type there)"
+    shapes = {t.name: t.shape for t in header.tensors}
+    layers = int(meta[f"{arch}.block_count"])
+    needed = ["token_embd.weight", "output_norm.weight"] + [
+        f"blk.{i}.{part}.weight" for i in range(layers) for part in _GENAI_LAYER_TENSORS
+    ]
+    for name in needed:
+        if name not in shapes:
+            return f"tensor '{name}' is missing"
+    vocab = meta["tokenizer.ggml.tokens"]
+    width = int(meta[f"{arch}.embedding_length"])
+    expected = (width, int(vocab["length"]) if isinstance(vocab, dict) else len(vocab))
+    if shapes["token_embd.weight"] != expected:
+        return (
+            f"tensor 'token_embd.weight' has shape {list(shapes['token_embd.weight'])}, "
+            f"but the metadata says {list(expected)}"
+        )
+    return None
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; ``{}`` when missing or unreadable (model folders vary)."""
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        logger.warning("cannot read %s", path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        logger.warning("cannot read %s: %s", path, exc)
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -22,9 +22,9 @@ from typing import Any, TextIO, TypeVar
 from engine.models import ModelError
 from engine.settings import Settings
 from engine.store.catalog import Catalog, MachineInfo
-from engine.store.errors import Cancelled, StoreError
+from engine.store.errors import Cancelled, StoreError, disk_error
 from engine.store.progress import Progress
-from engine.store.store import ModelStore
+from engine.store.store import ModelStore, StoredModel
 
 COMMANDS = frozenset({"pull", "convert", "import", "list", "rm"})
 EXIT_FAILED = 1
@@ -88,6 +88,21 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     except (StoreError, ModelError) as exc:
         print(f"sidelight: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    except OSError as exc:  # a disk failure no job named: still one sentence
+        print(f"sidelight: {disk_error(exc, _doing(args), store.root)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _doing(args: argparse.Namespace) -> str:
+    """``importing model.gguf``: what a command was doing, for an error message."""
+    what = {"pull": "downloading", "convert": "converting", "import": "importing"}
+    target = {"pull": "model", "convert": "source", "import": "file", "rm": "model"}
+    if args.command == "list":
+        return "listing the models"
+    if args.command == "rm":
+        return f"removing {args.model}"
+    subject = getattr(args, target[args.command])
+    return f"{what[args.command]} {subject.name if isinstance(subject, Path) else subject}"
 
 
 def _rm(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
@@ -99,19 +114,44 @@ def _rm(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
 def _list(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
     if args.catalog:
         return _catalog(args)
-    models = store.list()
+    models, damaged = store.scan()
+    problems = _unservable(models)
     if args.json:
-        print(json.dumps([m.describe() for m in models], indent=2))
+        rows = [m.describe() | _damaged_field(problems.get(m.id)) for m in models]
+        rows += [d.describe() for d in damaged]
+        print(json.dumps(sorted(rows, key=lambda r: str(r["id"])), indent=2))
         return 0
-    if not models:
+    if not models and not damaged:
         print("no models yet; try: sidelight list --catalog, then sidelight pull ID")
         return 0
     print(f"{'ID':40} {'FORMAT':6} {'WEIGHTS':8} {'SIZE':>9}  DEVICES")
     for model in models:
         m = model.manifest
+        if m.id in problems:
+            print(f"{m.id:40} damaged: {problems[m.id]}")
+            continue
         devices = ",".join(m.devices)
         print(f"{m.id:40} {m.format:6} {m.weights or '?':8} {_size(m.size_bytes):>9}  {devices}")
+    for entry in damaged:
+        print(f"{entry.id:40} damaged: {entry.reason}")
+    if problems or damaged:
+        print("remove a damaged model with: sidelight rm ID")
     return 0
+
+
+def _unservable(models: list[StoredModel]) -> dict[str, str]:
+    """Why each stored model whose files no longer load cannot be served (a GGUF cut short)."""
+    problems = {}
+    for model in models:
+        try:
+            model.spec()
+        except ModelError as exc:
+            problems[model.id] = str(exc)
+    return problems
+
+
+def _damaged_field(reason: str | None) -> dict[str, str]:
+    return {"damaged": reason} if reason else {}
 
 
 def _catalog(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.models import ModelError, spec_from_path
-from engine.store.errors import Cancelled, StoreError
+from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import hub_error, list_repo
 from engine.store.ids import id_from_name, normalize_id
@@ -167,7 +167,7 @@ def convert(
     interpreter = _interpreter(python)
     estimate = estimate or estimate_memory(request, endpoint=endpoint, token=token)
     _check_memory(request, estimate, progress)
-    with store.lock(model_id):
+    with disk_errors(f"converting {request.source}", store.root), store.lock(model_id):
         store.discard_partial(model_id)
         staging = store.partial_folder(model_id)
         staging.mkdir(parents=True)

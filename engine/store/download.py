@@ -36,7 +36,13 @@ from typing import Any
 
 from engine.models import ModelError, read_json, spec_from_path
 from engine.store.catalog import CatalogEntry
-from engine.store.errors import Cancelled, NotEnoughSpace, StoreError
+from engine.store.errors import (
+    Cancelled,
+    NotEnoughSpace,
+    StoreError,
+    disk_errors,
+    is_disk_error,
+)
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import RemoteFile, RepoListing, hub_error, list_repo, transport_errors
 from engine.store.ids import id_from_name, normalize_id
@@ -95,13 +101,27 @@ def pull(
 
     Raises:
         HubError: the hub refused or cannot be reached (message says which).
-        NotEnoughSpace: the disk cannot hold the rest of the download; nothing was written.
+        NotEnoughSpace: the disk cannot hold the rest of the download, or filled up during it.
         Cancelled: ``cancel`` was set; partial files are kept for resuming.
         StoreError: a file failed its integrity check, or the repo is not a servable model.
     """
     model_id = request.target_id
     if store.contains(model_id):
         return store.get(model_id)
+    with disk_errors(f"downloading {request.repo}", store.root):
+        return _pull(store, request, model_id, endpoint, token, progress, cancel, disk_free)
+
+
+def _pull(
+    store: ModelStore,
+    request: PullRequest,
+    model_id: str,
+    endpoint: str | None,
+    token: str | None,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+    disk_free: DiskFree,
+) -> StoredModel:
     with store.lock(model_id):
         if store.contains(model_id):  # another process finished it while we waited
             return store.get(model_id)
@@ -210,6 +230,8 @@ def _fetch(
     except (Cancelled, StoreError):
         raise
     except Exception as exc:
+        if is_disk_error(exc) and not isinstance(exc, transport_errors()):
+            raise  # the disk, not the hub: pull() names it
         raise hub_error(exc, listing.repo, listing.commit) from exc
     _verify(part, remote, meter)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from engine.models import ModelSpec, spec_from_path
-from engine.store.errors import Cancelled, StoreError
+from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, gguf_facts, ir_facts
 from engine.store.ids import id_from_name, normalize_id
 from engine.store.manifest import Manifest, Source, now_iso
@@ -45,14 +45,30 @@ def import_gguf(
     """Copy (or link) ``file`` into the store as a new model.
 
     Raises:
-        ModelError: GenAI cannot load this file (the reason names architecture or type).
-        StoreError: the id is taken, or saving the IR failed (the child's error is given).
+        ModelError: the file is damaged, or GenAI cannot load it (the reason says which).
+        StoreError: the id is taken, the disk is full or read-only, or saving the IR failed
+            (the child's error is given).
         Cancelled: ``cancel`` was set; nothing is left behind.
     """
-    spec = spec_from_path(file)  # refuses unsupported architectures and types up front
+    spec = spec_from_path(file)  # refuses damaged files, architectures and types up front
     target = normalize_id(model_id) if model_id else id_from_name(file.stem)
     if store.contains(target):
         raise StoreError(f"a model '{target}' is already in the store (choose another with --id)")
+    with disk_errors(f"importing {file.name}", store.root):
+        stored = _import(store, spec, target, save_ir, progress, cancel)
+    if progress is not None:
+        progress(Progress(phase="done"))
+    return stored
+
+
+def _import(
+    store: ModelStore,
+    spec: ModelSpec,
+    target: str,
+    save_ir: bool,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+) -> StoredModel:
     with store.lock(target):
         store.discard_partial(target)
         staging = store.partial_folder(target)
@@ -68,8 +84,6 @@ def import_gguf(
         except BaseException:
             store.discard_partial(target)
             raise
-    if progress is not None:
-        progress(Progress(phase="done"))
     return stored
 
 

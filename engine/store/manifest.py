@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from engine.store.errors import StoreError
@@ -58,26 +58,131 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
-        try:
-            source = Source(**data["source"])
-            return cls(
-                id=str(data["id"]),
-                name=str(data.get("name") or data["id"]),
-                format=str(data["format"]),
-                entry=str(data.get("entry", ".")),
-                source=source,
-                size_bytes=int(data.get("size_bytes", 0)),
-                weights=data.get("weights"),
-                context_length=data.get("context_length"),
-                architecture=data.get("architecture"),
-                task=str(data.get("task", "chat")),
-                devices=tuple(data.get("devices", ("CPU", "GPU"))),
-                capabilities={str(k): bool(v) for k, v in data.get("capabilities", {}).items()},
-                added_at=str(data.get("added_at", "")),
-                details=dict(data.get("details", {})),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"manifest is malformed: {exc}") from exc
+        """Build a manifest from ``manifest.json``'s object, checking every field.
+
+        A manifest is a file on disk anyone may have edited or damaged; nothing in it is
+        trusted, so one bad entry can never break the listing of the others.
+
+        Raises:
+            StoreError: a field has the wrong type or value (the message names it).
+        """
+        fields = _Fields(data)
+        model_format = fields.choice("format", FORMATS)
+        return cls(
+            id=fields.text("id"),
+            name=fields.text("name", default=None) or fields.text("id"),
+            format=model_format,
+            entry=_entry(fields.text("entry", default="."), model_format),
+            source=_source(data.get("source")),
+            size_bytes=fields.count("size_bytes", default=0),
+            weights=fields.text("weights", default=None),
+            context_length=fields.count("context_length", default=None, minimum=1),
+            architecture=fields.text("architecture", default=None),
+            task=fields.choice("task", TASKS, default="chat"),
+            devices=tuple(fields.texts("devices", default=["CPU", "GPU"])),
+            capabilities=fields.flags("capabilities"),
+            added_at=fields.text("added_at", default=""),
+            details=fields.mapping("details"),
+        )
+
+
+FORMATS = ("ir", "gguf")
+TASKS = ("chat", "embeddings")
+SOURCE_KINDS = ("hub", "convert", "gguf")
+_MAX_MANIFEST_BYTES = 1024 * 1024
+_MISSING = object()
+
+
+class _Fields:
+    """Typed reads of a manifest's fields; each error names the field and what it holds."""
+
+    def __init__(self, data: dict[str, Any], prefix: str = "") -> None:
+        self._data = data
+        self._prefix = prefix
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self._data.get(key, _MISSING)
+        if value is _MISSING or (value is None and default is not _MISSING):
+            if default is _MISSING:
+                raise StoreError(f"manifest.json has no '{self._prefix}{key}'")
+            return default
+        return value
+
+    def _wrong(self, key: str, expected: str, value: Any) -> StoreError:
+        return StoreError(
+            f"manifest.json: '{self._prefix}{key}' should be {expected}, not {_describe(value)}"
+        )
+
+    def text(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if value is not default and not isinstance(value, str):
+            raise self._wrong(key, "text", value)
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = _MISSING) -> str:
+        value = self._get(key, default)
+        if value not in choices:
+            raise self._wrong(key, " or ".join(repr(c) for c in choices), value)
+        return str(value)
+
+    def count(self, key: str, default: Any = _MISSING, minimum: int = 0) -> Any:
+        value = self._get(key, default)
+        if value is default:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._wrong(key, f"a whole number of at least {minimum}", value)
+        return value
+
+    def texts(self, key: str, default: Any = _MISSING) -> list[str]:
+        value = self._get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._wrong(key, "a list of text", value)
+        return value
+
+    def flags(self, key: str) -> dict[str, bool]:
+        value = self._get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
+            raise self._wrong(key, "an object of true/false values", value)
+        return {str(k): v for k, v in value.items()}
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self._get(key, {})
+        if not isinstance(value, dict):
+            raise self._wrong(key, "an object", value)
+        return value
+
+
+def _source(value: Any) -> Source:
+    if not isinstance(value, dict):
+        raise StoreError(f"manifest.json: 'source' should be an object, not {_describe(value)}")
+    unknown = set(value) - {"kind", "repo", "revision", "path"}
+    if unknown:
+        raise StoreError(f"manifest.json: 'source' has unknown fields {sorted(unknown)}")
+    fields = _Fields(value, "source.")
+    return Source(
+        kind=fields.choice("kind", SOURCE_KINDS),
+        repo=fields.text("repo", default=None),
+        revision=fields.text("revision", default=None),
+        path=fields.text("path", default=None),
+    )
+
+
+def _entry(entry: str, model_format: str) -> str:
+    """What to load, relative to the model folder: never absolute, never climbing out."""
+    path = PurePosixPath(entry.replace("\\", "/"))
+    if entry.startswith(("/", "\\")) or ":" in entry or ".." in path.parts or "\0" in entry:
+        raise StoreError(f"manifest.json: 'entry' {entry!r} is not a path inside the model folder")
+    if model_format == "gguf" and (len(path.parts) != 1 or path.suffix.lower() != ".gguf"):
+        raise StoreError(f"manifest.json: 'entry' {entry!r} should name the model's .gguf file")
+    return entry
+
+
+def _describe(value: Any) -> str:
+    kinds = {bool: "true/false", int: "a number", float: "a number", str: "text"}
+    kinds.update({list: "a list", dict: "an object", type(None): "null"})
+    kind = kinds.get(type(value), type(value).__name__)
+    shown = repr(value)
+    return f"{kind} {shown}" if len(shown) <= 40 else kind
 
 
 def now_iso() -> str:
@@ -92,11 +197,17 @@ def read_manifest(folder: Path) -> Manifest:
     """
     path = folder / MANIFEST
     try:
+        if path.stat().st_size > _MAX_MANIFEST_BYTES:
+            raise StoreError("manifest.json is too large to be a manifest")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise StoreError(f"cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise StoreError("manifest.json is not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"manifest.json is not valid JSON ({exc.msg}, line {exc.lineno})") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not isinstance(data, dict):
-        raise StoreError(f"{path} does not hold a JSON object")
+        raise StoreError("manifest.json does not hold a JSON object")
     return Manifest.from_dict(data)
 
 

@@ -11,8 +11,9 @@ Layout (``settings.paths.models_dir``)::
 A job builds its folder under ``.partial`` and calls :meth:`ModelStore.commit`, which
 writes the manifest and renames the folder into place: a model appears whole or not at all.
 
-Threading: a ``ModelStore`` holds no mutable state beyond its root path; every method reads
-the disk, so one instance may be shared by threads and processes. Cross-process exclusion
+Threading: a ``ModelStore`` holds no mutable state beyond its root path and the (locked) set
+of damaged entries it has logged; every method reads the disk, so one instance may be shared
+by threads and processes. Cross-process exclusion
 for jobs comes from :meth:`ModelStore.lock`.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +34,13 @@ from filelock import FileLock, Timeout
 
 from engine.models import ModelError, ModelSpec, spec_from_path
 from engine.settings import Settings
-from engine.store.errors import InvalidModelId, ModelNotFound, StoreError
+from engine.store.errors import (
+    InvalidModelId,
+    ModelDamaged,
+    ModelNotFound,
+    StoreError,
+    disk_errors,
+)
 from engine.store.ids import RESERVED, inside, model_folder, normalize_id
 from engine.store.manifest import MANIFEST, Manifest, read_manifest, write_manifest
 
@@ -75,11 +83,28 @@ class StoredModel:
         return data
 
 
+@dataclass(frozen=True)
+class DamagedModel:
+    """A model folder whose manifest or files cannot be used; listed so it can be removed."""
+
+    id: str  # the folder's name
+    folder: Path
+    reason: str
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "path": str(self.folder), "damaged": self.reason}
+
+
+_Scan = tuple[list[StoredModel], list[DamagedModel]]
+
+
 class ModelStore:
     """List, inspect, add and delete models under one root folder."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._reported: set[tuple[str, str]] = set()  # damaged entries already logged
+        self._reported_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelStore:
@@ -88,20 +113,44 @@ class ModelStore:
     # -- reading -------------------------------------------------------------------------
 
     def list(self) -> list[StoredModel]:
-        """Every complete model, sorted by id. Folders without a valid manifest are skipped."""
-        if not self.root.is_dir():
-            return []
-        models = []
-        for folder in sorted(self.root.iterdir()):
+        """Every complete model, sorted by id. Damaged entries are skipped (and logged)."""
+        return self.scan()[0]
+
+    def scan(self) -> _Scan:
+        """The usable models and the damaged entries, each sorted by id.
+
+        A folder is an entry when it holds a ``manifest.json``; one that cannot be read or
+        trusted is damaged, and never hides the others.
+        """
+        models: list[StoredModel] = []
+        damaged: list[DamagedModel] = []
+        try:
+            folders = sorted(self.root.iterdir()) if self.root.is_dir() else []
+        except OSError as exc:
+            logger.warning("cannot list the models folder %s: %s", self.root, exc)
+            return [], []
+        for folder in folders:
             if folder.name in RESERVED or folder.name.startswith(".") or folder.is_symlink():
                 continue
-            if not (folder / MANIFEST).is_file():
+            manifest = folder / MANIFEST
+            if not (manifest.exists() or manifest.is_symlink()):
                 continue
             try:
                 models.append(self.get(folder.name))
             except StoreError as exc:
-                logger.warning("skipping %s: %s", folder, exc)
-        return models
+                reason = exc.reason if isinstance(exc, ModelDamaged) else str(exc)
+                damaged.append(DamagedModel(folder.name, folder, reason))
+                self._report_damaged(damaged[-1])
+        return models, damaged
+
+    def _report_damaged(self, entry: DamagedModel) -> None:
+        """Log a damaged entry once per store (listings repeat on every client poll)."""
+        key = (entry.id, entry.reason)
+        with self._reported_lock:
+            if key in self._reported:
+                return
+            self._reported.add(key)
+        logger.warning("skipping the damaged model %s: %s", entry.folder, entry.reason)
 
     def get(self, model_id: str) -> StoredModel:
         """The model with this id.
@@ -111,11 +160,15 @@ class ModelStore:
             ModelNotFound: no complete model has this id.
         """
         folder = model_folder(self.root, model_id)
-        if not (folder / MANIFEST).is_file():
+        if not _has_manifest(folder):
             raise ModelNotFound(f"no model '{model_id}' in the store (see: sidelight list)")
-        manifest = read_manifest(folder)
-        if manifest.id != folder.name:
-            raise StoreError(f"{folder}: manifest id {manifest.id!r} does not match its folder")
+        try:
+            manifest = read_manifest(_confined(folder, MANIFEST))
+            if manifest.id != folder.name:
+                raise StoreError(f"manifest.json names {manifest.id!r}, not its folder's name")
+            _check_files(folder, manifest)
+        except StoreError as exc:
+            raise ModelDamaged(folder.name, str(exc)) from exc
         return StoredModel(manifest=manifest, folder=folder)
 
     def contains(self, model_id: str) -> bool:
@@ -202,18 +255,23 @@ class ModelStore:
         return StoredModel(manifest=manifest, folder=target)
 
     def remove(self, model_id: str) -> None:
-        """Delete a model. It disappears at once (renamed away), then its files go.
+        """Delete a model, damaged or not. It disappears at once (renamed away), then its
+        files go.
 
         Raises:
             InvalidModelId, ModelNotFound: as :meth:`get`.
+            StoreError: the models folder is read-only or not ours (one sentence).
         """
-        model = self.get(model_id)
-        trash = self.root / TRASH
-        trash.mkdir(parents=True, exist_ok=True)
-        doomed = trash / f"{model.id}-{uuid.uuid4().hex[:8]}"
-        os.replace(model.folder, doomed)
+        folder = model_folder(self.root, model_id)
+        if not _has_manifest(folder):
+            raise ModelNotFound(f"no model '{model_id}' in the store (see: sidelight list)")
+        with disk_errors(f"removing {folder.name}", self.root):
+            trash = self.root / TRASH
+            trash.mkdir(parents=True, exist_ok=True)
+            doomed = trash / f"{folder.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-        logger.info("removed %s from the store", model.id)
+        logger.info("removed %s from the store", folder.name)
 
     def has_partial(self, model_id: str) -> bool:
         """Whether an unfinished job left files for ``model_id`` (a download can resume)."""
@@ -224,6 +282,47 @@ class ModelStore:
         folder = model_folder(self.root / PARTIAL, model_id)
         if folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _has_manifest(folder: Path) -> bool:
+    manifest = folder / MANIFEST
+    return manifest.exists() or manifest.is_symlink()
+
+
+def _confined(folder: Path, name: str) -> Path:
+    """``folder`` when ``folder/name`` is not a link leading out of it.
+
+    Raises:
+        StoreError: the file is a link out of the folder.
+    """
+    path = folder / name
+    if path.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
+        raise StoreError(f"{name} is a link to a file outside the model folder")
+    return folder
+
+
+def _check_files(folder: Path, manifest: Manifest) -> None:
+    """The entry the manifest names is there, inside the folder, with no links out of it.
+
+    Raises:
+        StoreError: what is missing or leads outside (the message says which).
+    """
+    try:
+        entry = inside(folder, manifest.entry)
+    except InvalidModelId as exc:
+        raise StoreError(f"manifest.json: 'entry' {exc}") from exc
+    if manifest.format == "gguf" and not entry.is_file():
+        raise StoreError(f"its file {manifest.entry} is missing")
+    if manifest.format == "ir" and not entry.is_dir():
+        raise StoreError(f"its folder {manifest.entry} is missing")
+    top = folder.resolve()
+    try:
+        children = [*folder.iterdir(), *(entry.iterdir() if entry.is_dir() else ())]
+    except OSError as exc:
+        raise StoreError(f"its folder cannot be read ({exc.strerror or exc})") from exc
+    for child in children:
+        if child.is_symlink() and not child.resolve().is_relative_to(top):
+            raise StoreError(f"{child.name} is a link to a file outside the model folder")
 
 
 def _fsync_dir(folder: Path) -> None:

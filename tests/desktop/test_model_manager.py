@@ -16,6 +16,8 @@ from engine.store import StoredModel
 from engine.store.catalog import Catalog, MachineInfo
 from engine.store.store import PARTIAL
 from tests.conftest import TINY_GGUF, TINY_MODEL
+from tests.engine.gguf_builder import CRAFTED, load
+from tests.store.conftest import read_only_folder, sidelight
 from tests.store.hub_server import HubConfig, HubServer
 
 ENTRY = Catalog.load().entries[0]  # served by the stand-in with the tiny model's files
@@ -152,3 +154,30 @@ def test_failures_are_reported_in_the_dialog(
     assert ENTRY.repo in dialog.progress_label.text()
     assert desktop.controller.last_notification is not None
     assert desktop.controller.last_notification[0] == "Download failed"
+
+
+def test_store_errors_read_as_the_cli_says_them(
+    qtbot: QtBot, manager: tuple[DesktopApp, ModelManager], tmp_path: Path, sidelight_home: Path
+) -> None:
+    """A damaged GGUF and a read-only models folder: the dialog shows the CLI's sentence."""
+    desktop, dialog = manager
+    damaged = tmp_path / "model.gguf"
+    damaged.write_bytes(CRAFTED["data cut in half"][0](load(TINY_GGUF)))
+    copy = tmp_path / "demo.gguf"
+    shutil.copy(TINY_GGUF, copy)
+    messages = []
+    with read_only_folder(desktop.controller.store.root):
+        for path in (damaged, copy):
+            with qtbot.waitSignal(dialog.job_finished, timeout=30000) as failed:
+                dialog.import_gguf_file(path)
+            kind, message = failed.args
+            messages.append(message)
+            cli = sidelight(sidelight_home, "import", str(path))
+            assert (
+                kind == "import" and cli.stderr.strip().splitlines()[-1] == f"sidelight: {message}"
+            )
+            assert dialog.progress_label.text() == f"{path.name}: {message}"
+            assert "Traceback" not in cli.stderr
+    assert messages[0].startswith("model.gguf is not a valid GGUF file: ")
+    assert messages[1].startswith("importing demo.gguf failed: ")
+    assert "choose another models folder" in messages[1]

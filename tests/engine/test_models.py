@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
 
 from engine.gguf import GGUFError, read_metadata
-from engine.models import ModelError, spec_from_path
+from engine.models import ModelError, read_json, spec_from_path
+from tests.conftest import TINY_GGUF
+from tests.engine.gguf_builder import load, with_metadata
 
 
 def write_gguf(path: Path, **meta: str | int) -> Path:
-    """Write a GGUF header (no tensors) with string and uint32 metadata."""
-    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta)))
-    for key, value in meta.items():
-        name = key.replace("__", ".").encode()
-        out += struct.pack("<Q", len(name)) + name
-        if isinstance(value, str):
-            data = value.encode()
-            out += struct.pack("<IQ", 8, len(data)) + data
-        else:
-            out += struct.pack("<II", 4, value)
-    path.write_bytes(bytes(out))
-    return path
+    """Write the demo model's GGUF with metadata changed (``general__file_type=2``)."""
+    return with_metadata(load(TINY_GGUF), **meta).write(path)
 
 
 def test_tiny_ir_model(tiny_model: Path) -> None:
@@ -79,7 +70,9 @@ def test_not_a_gguf(tmp_path: Path) -> None:
     truncated.write_bytes(
         write_gguf(tmp_path / "x.gguf", general__architecture="llama").read_bytes()[:30]
     )
-    with pytest.raises(ModelError, match=r"corrupt|end of file"):
+    with pytest.raises(
+        ModelError, match=r"claims 25 metadata entries, more than the file can hold"
+    ):
         spec_from_path(truncated)
 
 
@@ -91,3 +84,8 @@ def test_folder_without_model_files(tmp_path: Path) -> None:
     (tmp_path / "weights.bin").write_bytes(b"x")
     with pytest.raises(ModelError, match=r"\.gguf"):
         spec_from_path(tmp_path / "weights.bin")
+
+
+def test_config_json_that_is_not_utf8_reads_as_empty(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_bytes(b'{"model_type": "qwen2\xff\xfe"}')
+    assert read_json(tmp_path / "config.json") == {}

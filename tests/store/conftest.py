@@ -10,8 +10,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -134,3 +134,49 @@ def assert_completes(base_url: str, model_id: str, max_tokens: int) -> None:
     )
     assert reply.status_code == 200, reply.text
     assert reply.json()["usage"]["completion_tokens"] == max_tokens
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB disk (tmpfs): writing more fails with ENOSPC. Needs root (CI is root)."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)):
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@contextmanager
+def read_only_folder(folder: Path) -> Iterator[None]:
+    """``folder`` read-only inside the block: a read-only bind mount over itself as root
+    (root ignores permission bits), ``chmod a-w`` otherwise."""
+    if os.geteuid() != 0:
+        mode = folder.stat().st_mode
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(mode)
+        return
+    if not _mount("--bind", str(folder), str(folder)):
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        if not _mount("-o", "remount,bind,ro", str(folder)):
+            pytest.skip("read-only remounts are not allowed here")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def read_only() -> Iterator[Callable[[Path], None]]:
+    """``read_only(folder)`` keeps ``folder`` read-only until the test ends."""
+    with ExitStack() as stack:
+        yield lambda folder: stack.enter_context(read_only_folder(folder))

@@ -11,7 +11,7 @@ import pytest
 
 from engine.models import ModelError
 from engine.store import ModelStore, StoreError
-from engine.store.errors import InvalidModelId, ModelNotFound
+from engine.store.errors import InvalidModelId, ModelDamaged, ModelNotFound
 from engine.store.ids import id_from_name, normalize_id
 from engine.store.manifest import MANIFEST, Manifest, Source
 from tests.store.conftest import TINY_MODEL, sidelight
@@ -74,9 +74,9 @@ def test_manifest_entry_cannot_point_outside_its_folder(store: ModelStore) -> No
     data = json.loads((folder / MANIFEST).read_text())
     data["entry"] = "../../../etc"
     (folder / MANIFEST).write_text(json.dumps(data))
-    with pytest.raises(InvalidModelId):
-        store.get("demo").path  # noqa: B018
-    with pytest.raises(InvalidModelId):
+    with pytest.raises(ModelDamaged, match="not a path inside the model folder"):
+        store.get("demo")
+    with pytest.raises(ModelDamaged):
         store.spec("demo")
 
 
