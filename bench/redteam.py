@@ -127,6 +127,8 @@ def campaign(args: argparse.Namespace) -> list[Row]:
             categories.append(
                 ("crash loop (repeat a crasher)", partial(crash_loop, recovery=args.recovery))
             )
+        if args.only:
+            categories = [(n, a) for n, a in categories if args.only.lower() in n.lower()]
         rows: list[Row] = []
         for name, attack in categories:
             if any(row.outage for row in rows):
@@ -162,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_IMPORT,
         help="how to import a GGUF into the server's store ({file}, {id})",
     )
+    parser.add_argument("--only", help="run only the categories whose name contains this")
     parser.add_argument(
         "--keep-alive", action="store_true", help="skip the crash loop, which may end the server"
     )
