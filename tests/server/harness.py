@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from engine.settings import load_settings
+from engine.store import ModelStore
+from engine.store.manifest import Manifest, Source
+
+TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
 
 
 def free_port() -> int:
@@ -121,3 +128,22 @@ def import_gguf(home: Path, gguf: Path, model_id: str) -> None:
         env=env,
         capture_output=True,
     )
+
+
+def store_embedding_model(home: Path, model_id: str = "tiny-embed") -> str:
+    """Put the tiny embedding model into the store under ``home``, as a finished download would."""
+    store = ModelStore(load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir)
+    store.root.mkdir(parents=True, exist_ok=True)
+    staged = store.root / f".staged-{model_id}"
+    shutil.copytree(TINY_EMBED, staged)
+    manifest = Manifest(
+        id=model_id,
+        name=model_id,
+        format="ir",
+        entry=".",
+        source=Source(kind="convert", path=str(TINY_EMBED)),
+        size_bytes=1,
+        task="embeddings",
+    )
+    store.commit(staged, manifest)
+    return model_id
