@@ -182,7 +182,10 @@ class RequestStream:
         if on_loop is self._loop:
             self._put_all(events)
         else:
-            self._loop.call_soon_threadsafe(self._put_all, events)
+            # A loop that closed first (asyncio.run returned with the stream unfinished) has
+            # no one left to tell; the reader must not die of it.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._put_all, events)
 
     def _put_all(self, events: list[Event]) -> None:
         for event in events:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT = 4096
 # outside [0, 2**64) does not convert (a TypeError that used to end the worker).
 UINT64_LIMIT = 2**64
 NO_TOP_K = UINT64_LIMIT - 1  # GenAI's "no top-k limit"
+# XGrammar's compile time grows steeply with nesting (a schema 240 objects deep took seconds,
+# 400 deep half a minute, all of it blocking every stream), and real schemas stay far below.
+MAX_SCHEMA_NESTING = 128  # JSON objects and arrays inside one another
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 class RequestError(Exception):
@@ -88,6 +93,8 @@ def prepare(
             engine cannot take (text that is not valid Unicode, a number out of range).
     """
     _check_text(request)
+    if request.constraint is not None:
+        _check_schema_nesting(request.constraint)
     if request.max_tokens is not None and not 0 < request.max_tokens < UINT64_LIMIT:
         raise RequestError(
             "invalid_request",
@@ -198,6 +205,23 @@ def _check_text(request: GenerationRequest) -> None:
                     f"{text[exc.start]!r}); encode it as a whole character",
                     param,
                 ) from exc
+
+
+def _check_schema_nesting(constraint: OutputConstraint) -> None:
+    depth = deepest = 0
+    for char in _JSON_STRING.sub("", constraint.json_schema):
+        if char in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "}]":
+            depth -= 1
+    if deepest > MAX_SCHEMA_NESTING:
+        raise RequestError(
+            "invalid_request",
+            f"{constraint.param}: the JSON schema is nested too deeply ({deepest} levels; "
+            f"at most {MAX_SCHEMA_NESTING})",
+            constraint.param,
+        )
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -62,7 +62,7 @@ def worker_main(
         setup_logging(Path(log_dir), log_level, console=True, file_name=ENGINE_LOG_FILE_NAME)
     if below_normal:
         _lower_priority()
-    worker = Worker(conn)
+    worker = Worker(conn, grammar_probe=GrammarProbe())
     try:
         worker.run()
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
@@ -91,12 +91,17 @@ def _lower_priority() -> None:
 class Worker:
     """The command/step loop. Not thread-safe: one thread only."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *, grammar_probe: GrammarProbe | None) -> None:
+        """``grammar_probe`` checks grammars before they reach a pipeline (None: no check)."""
         self._conn = conn
         self._backend: Backend | None = None
         self._embeddings = EmbeddingRunner()
         self._embed_jobs: collections.deque[EmbedJob] = collections.deque()
-        self._probe = GrammarProbe()
+        # Fair shares while both run: chat steps get as much time as the last embedding
+        # chunk took before the next chunk runs.
+        self._chat_seconds = 0.0
+        self._chunk_seconds = 0.0
+        self._probe = grammar_probe
         self._loaded: LoadModel | None = None
         self._stopping = False
 
@@ -143,6 +148,7 @@ class Worker:
         backend = self._backend
         if backend is None or not backend.has_work():
             return
+        started = time.perf_counter()
         try:
             backend.step(self._send, lambda: self._poll(0.0))
         except PIPE_ERRORS:
@@ -150,6 +156,7 @@ class Worker:
         except Exception as exc:  # a bug outside GenAI's step: end what was running
             logger.exception("engine step failed")
             self._send(backend.fail(f"engine error: {short_error(exc)}"))
+        self._chat_seconds += time.perf_counter() - started
         if backend.broken and backend is self._backend and self._loaded is not None:
             self._reload(backend)
 
@@ -219,10 +226,14 @@ class Worker:
             self._embed_jobs.append(job)
 
     def _embed_step(self) -> None:
-        """Embed one chunk of the oldest job; chat steps run between chunks."""
+        """Embed one chunk of the oldest job once chat steps have had their share."""
         if not self._embed_jobs:
             return
+        chatting = self._backend is not None and self._backend.has_work()
+        if chatting and self._chat_seconds < self._chunk_seconds:
+            return
         job = self._embed_jobs[0]
+        started = time.perf_counter()
         try:
             self._embeddings.run_chunk(job)
         except Exception as exc:
@@ -231,6 +242,9 @@ class Worker:
             message = f"embedding failed: {short_error(exc)}"
             self._send([RequestRejected(job.request_id, "internal", message)])
             return
+        finally:
+            self._chunk_seconds = time.perf_counter() - started
+            self._chat_seconds = 0.0
         if job.done:
             self._embed_jobs.popleft()
             self._send([Embedded(job.request_id, job.vectors, job.tokens)])
