@@ -151,7 +151,7 @@ class WorkerStarted:
 
 @dataclass(frozen=True)
 class LoadProgress:
-    stage: str  # "reading", "compiling"
+    stage: Literal["reading", "compiling"]
     message: str
 
 
