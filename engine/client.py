@@ -265,6 +265,7 @@ class EngineClient:
         # it found hung (killed, its exit expected).
         self._heard = time.monotonic()
         self._ping_token: int | None = None
+        self._worker_loading = False  # between LoadProgress and its outcome (also reloads)
         self._hung: Any = None
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
@@ -301,6 +302,7 @@ class EngineClient:
         child.close()  # so the pipe reports EOF when the worker dies
         self._process, self._conn = process, parent
         self._heard, self._ping_token = time.monotonic(), None
+        self._worker_loading = False
         loop = self._read_loop
         if loop is not None:
             self._reading = "attaching"
@@ -738,8 +740,10 @@ class EngineClient:
                     self._set(state=LOADING, message=f"reloading {self._wanted.spec.id}")
                     self._send(self._wanted)
             elif isinstance(event, LoadProgress):
+                self._worker_loading = True
                 self._set(message=event.message)
             elif isinstance(event, ModelLoaded):
+                self._worker_loading = False
                 self._set(
                     state=READY,
                     model=event.spec,
@@ -752,6 +756,7 @@ class EngineClient:
                     fim_tokens=event.fim_tokens,
                 )
             elif isinstance(event, ModelLoadFailed):
+                self._worker_loading = False
                 self._wanted = None
                 self._set(
                     state=ERROR,
@@ -783,8 +788,8 @@ class EngineClient:
                     "engine worker %s exited unexpectedly (exit code %s)", process.pid, code
                 )
                 message = f"the engine worker stopped unexpectedly (exit code {code})"
-                self._fail_all(f"{message}; the request was lost and the engine is restarting")
                 self._set(last_error=EngineIncident(message, time.time(), code))
+                self._fail_all(f"{message}; the request was lost and the engine is restarting")
             self._crashes.append(time.monotonic())
             recent = [t for t in self._crashes if time.monotonic() - t < 60]
             if len(recent) >= MAX_CONSECUTIVE_CRASHES:
@@ -813,7 +818,7 @@ class EngineClient:
 
     def _silence_bound(self) -> float:
         """How long the worker may be silent now: a model load may legitimately take long."""
-        if self._status.state in (STARTING, RESTARTING, LOADING):
+        if self._worker_loading or self._status.state in (STARTING, RESTARTING, LOADING):
             return self._settings.engine_load_timeout_seconds
         return self._settings.engine_watchdog_seconds
 
@@ -855,10 +860,11 @@ class EngineClient:
         message = f"the engine stopped answering for {silent:.0f} s and was restarted"
         logger.error("engine worker %s: %s", process.pid, message)
         self._hung = process
-        self._fail_all(f"{message}; the request was ended")
+        # The status first: a stream's end wakes its loop, which may look at it at once.
         self._set(
             state=RESTARTING, message=message, last_error=EngineIncident(message, time.time())
         )
+        self._fail_all(f"{message}; the request was ended")
         with contextlib.suppress(OSError):
             process.kill()  # SIGKILL ends a stopped process too; the pipe then reports EOF
 

@@ -142,7 +142,9 @@ def test_watchdog_restarts_a_worker_that_stops_answering(
         assert "stopped answering" in ended.error
         assert 1.5 < after < 10
         restarting = [s for s in seen if s.state == RESTARTING and s.message]
-        assert restarting and "stopped answering" in (restarting[0].message or "")
+        assert restarting and "stopped answering" in (restarting[0].message or ""), [
+            (s.state, s.message) for s in seen
+        ]
         status = client.wait_for({READY, ERROR}, 120)
         assert status.state == READY and status.restarts == 1 and status.worker_pid != stopped
         assert status.last_error and "stopped answering" in status.last_error.message
