@@ -65,7 +65,7 @@ def worker_main(
     worker = Worker(conn, grammar_probe=GrammarProbe())
     try:
         worker.run()
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+    except (EOFError, ConnectionError, KeyboardInterrupt):
         pass  # the server went away; nothing left to serve
     finally:
         logger.info("engine worker %d exiting", os.getpid())
@@ -125,7 +125,13 @@ class Worker:
         """Handle every command waiting on the pipe (waiting up to ``timeout`` for the first)."""
         while self._conn.poll(timeout):
             timeout = 0.0
-            command = self._conn.recv()
+            try:
+                command = self._conn.recv()
+            except (EOFError, OSError):
+                raise  # the pipe itself failed: the server is gone
+            except Exception:  # a message that does not unpickle: nothing to answer
+                logger.exception("unreadable command from the server")
+                continue
             try:
                 self._handle(command)
             except PIPE_ERRORS:
