@@ -11,7 +11,13 @@ window's worker thread). Loop reading needs a selector loop on a POSIX pipe; els
 (Windows' pipes and proactor loops) the reader thread stays.
 
 If the worker dies, in-flight requests end with an error, the worker is restarted and the
-last model reloaded; the process hosting the client lives on.
+last model reloaded; the process hosting the client lives on. A worker that stops answering
+(hung, or stopped by a debugger or the OS) is found by a watchdog that pings it: after
+``Settings.engine_watchdog_seconds`` of silence (``engine_load_timeout_seconds`` while a
+model loads) its requests end with an error and it is killed and restarted. Crashing
+:data:`MAX_CONSECUTIVE_CRASHES` times in a minute pauses the automatic restarts (state
+``error``) but nothing stays broken: the next request, ``load()`` or ``revive()`` (which
+/health calls) starts a worker again. :attr:`EngineStatus.last_error` says what happened.
 
 Threading: public methods are safe to call from any thread, except the two reading
 hand-over methods, which run on the loop concerned. Status listeners run on whichever thread
@@ -25,14 +31,16 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
+import pickle
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Final, Literal
 
 from engine.models import ModelSpec
 from engine.settings import Settings
@@ -52,6 +60,7 @@ from engine.worker.messages import (
     OutputConstraint,
     Ping,
     Pong,
+    RejectCode,
     RequestAccepted,
     RequestRejected,
     SamplingParams,
@@ -65,23 +74,23 @@ from engine.worker.process import worker_main
 
 logger = logging.getLogger(__name__)
 
-# Engine states, as /health and the tray show them.
-STOPPED, STARTING, IDLE, LOADING, READY, RESTARTING, ERROR = (
-    "stopped",
-    "starting",
-    "idle",
-    "loading",
-    "ready",
-    "restarting",
-    "error",
-)
+EngineState = Literal["stopped", "starting", "idle", "loading", "ready", "restarting", "error"]
+"""The engine's state, as /health and the tray show it (the wire value is the string)."""
+
+STOPPED: Final = "stopped"  # no worker (before start(), after close())
+STARTING: Final = "starting"  # the worker process is starting
+IDLE: Final = "idle"  # the worker runs, no chat model is loaded
+LOADING: Final = "loading"  # a chat model is loading
+READY: Final = "ready"  # a chat model takes requests
+RESTARTING: Final = "restarting"  # the worker died or hung; a new one is on its way
+ERROR: Final = "error"  # a model failed to load, or restarts are paused after crashes
 MAX_CONSECUTIVE_CRASHES = 3
 
 
 class EngineUnavailable(Exception):
     """The engine cannot take requests now (loading, restarting, no model, error)."""
 
-    def __init__(self, message: str, state: str, retry_after: int | None) -> None:
+    def __init__(self, message: str, state: EngineState, retry_after: int | None) -> None:
         super().__init__(message)
         self.state = state
         self.retry_after = retry_after
@@ -90,17 +99,30 @@ class EngineUnavailable(Exception):
 class RequestFailed(Exception):
     """The worker refused a request (``code`` says why) or it ended with an error."""
 
-    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+    def __init__(self, code: RejectCode, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.param = param
 
 
 @dataclass(frozen=True)
+class EngineIncident:
+    """The last time the worker died or hung: what happened and when (wall clock)."""
+
+    message: str
+    at: float  # seconds since the epoch
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        when = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
+        return {"message": self.message, "exit_code": self.exit_code, "at": when}
+
+
+@dataclass(frozen=True)
 class EngineStatus:
     """A snapshot of the engine for /health, the tray and tests."""
 
-    state: str
+    state: EngineState
     model: ModelSpec | None = None
     device: str | None = None
     backend: str | None = None
@@ -115,6 +137,7 @@ class EngineStatus:
     load_seconds: float | None = None
     chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
     fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
+    last_error: EngineIncident | None = None  # the worker's last crash or hang
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +155,7 @@ class EngineStatus:
                 "failed": self.failed,
             },
             "restarts": self.restarts,
+            "last_error": self.last_error.to_dict() if self.last_error else None,
             "load_seconds": self.load_seconds,
         }
 
@@ -158,7 +182,10 @@ class RequestStream:
         if on_loop is self._loop:
             self._put_all(events)
         else:
-            self._loop.call_soon_threadsafe(self._put_all, events)
+            # A loop that closed first (asyncio.run returned with the stream unfinished) has
+            # no one left to tell; the reader must not die of it.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._put_all, events)
 
     def _put_all(self, events: list[Event]) -> None:
         for event in events:
@@ -232,7 +259,16 @@ class EngineClient:
         self._handover = 0
         self._wanted: LoadModel | None = None  # the model to (re)load after a restart
         self._crashes: deque[float] = deque(maxlen=MAX_CONSECUTIVE_CRASHES)
+        self._paused = False  # crashed too often: no restart until something asks for one
         self._closing = False
+        # Watchdog: when the worker last said anything, the unanswered Ping, and the worker
+        # it found hung (killed, its exit expected).
+        self._heard = time.monotonic()
+        self._ping_token: int | None = None
+        self._worker_loading = False  # between LoadProgress and its outcome (also reloads)
+        self._hung: Any = None
+        self._watch_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -243,6 +279,12 @@ class EngineClient:
                 return
             self._closing = False
             self._spawn()
+            if self._watchdog is None and self._settings.engine_watchdog_seconds > 0:
+                self._watch_stop.clear()
+                self._watchdog = threading.Thread(
+                    target=self._watch, name="engine-watchdog", daemon=True
+                )
+                self._watchdog.start()
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
@@ -259,6 +301,8 @@ class EngineClient:
         process.start()
         child.close()  # so the pipe reports EOF when the worker dies
         self._process, self._conn = process, parent
+        self._heard, self._ping_token = time.monotonic(), None
+        self._worker_loading = False
         loop = self._read_loop
         if loop is not None:
             self._reading = "attaching"
@@ -285,7 +329,15 @@ class EngineClient:
         with self._lock:
             self._closing = True
             process, conn, reader = self._process, self._conn, self._reader
+            watchdog, self._watchdog = self._watchdog, None
+        self._watch_stop.set()
+        if watchdog is not None and watchdog is not threading.current_thread():
+            watchdog.join(timeout)
         if process is None:
+            with self._lock:
+                self._paused = False
+                self._fail_all("the engine was shut down")
+                self._set(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
             return
         with contextlib.suppress(OSError):
             self._send(Shutdown())
@@ -400,6 +452,7 @@ class EngineClient:
             stream_interval=self._settings.stream_interval_ms / 1000,
         )
         with self._lock:
+            self._revive()  # a model switch is a fresh start after crashes, too
             self._wanted = command
             self._crashes.clear()
             self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
@@ -409,6 +462,26 @@ class EngineClient:
         with self._lock:
             self._wanted = None
         self._send(UnloadModel())
+
+    def revive(self) -> bool:
+        """Start a worker again if restarts were paused after repeated crashes (any thread).
+
+        /health, the next request and :meth:`load` call this, so a crash budget only ever
+        pauses restarts. Returns True when a new worker (and the last model) is on its way.
+        """
+        with self._lock:
+            return self._revive()
+
+    def _revive(self) -> bool:
+        """:meth:`revive` with the lock held."""
+        if not self._paused or self._closing:
+            return False
+        self._paused = False
+        logger.info("starting the engine worker again after repeated crashes")
+        self._status = replace(self._status, restarts=self._status.restarts + 1)
+        self._set(state=RESTARTING, message="restarting the engine after repeated crashes")
+        self._spawn()
+        return True
 
     # ---- status ------------------------------------------------------------------------
 
@@ -422,7 +495,7 @@ class EngineClient:
             self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def wait_for(self, states: set[str], timeout: float) -> EngineStatus:
+    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
         """Block until the state is one of ``states`` (for the CLI and tests)."""
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -480,6 +553,10 @@ class EngineClient:
         except OSError as exc:
             self._forget(request_id)
             raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        except Exception as exc:  # it did not pickle (nothing was sent): refuse it alone
+            self._forget(request_id)
+            param, message = _unsendable(request, exc)
+            stream._put_all([RequestRejected(request_id, "invalid_request", message, param)])
         return stream
 
     async def embed(self, spec: ModelSpec, texts: list[str], device: str | None = None) -> Embedded:
@@ -491,7 +568,8 @@ class EngineClient:
         """
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._process is None or self._status.state in (STOPPED, ERROR):
+            self._revive()
+            if self._process is None or self._status.state == STOPPED:
                 raise EngineUnavailable("the engine is not running", self._status.state, None)
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
@@ -502,10 +580,17 @@ class EngineClient:
         except OSError as exc:
             self._forget(request_id)
             raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        except Exception as exc:  # it did not pickle (nothing was sent)
+            self._forget(request_id)
+            raise RequestFailed("invalid_request", _unsendable_text(exc, "input"), "input") from exc
+        event: Event | None = None
         try:
             event = await stream.next_event()
         finally:
             self._forget(request_id)
+            if event is None:  # the caller gave up (a client disconnected): stop the batch
+                with contextlib.suppress(OSError):
+                    self._send(Cancel(request_id))
         if isinstance(event, Embedded):
             return event
         if isinstance(event, RequestRejected):
@@ -521,6 +606,10 @@ class EngineClient:
             self._send(Cancel(request_id))
 
     def _check_ready(self) -> None:
+        if self._revive():
+            raise EngineUnavailable(
+                "the engine is restarting after repeated crashes; retry shortly", RESTARTING, 2
+            )
         state = self._status.state
         if state == READY:
             return
@@ -599,9 +688,12 @@ class EngineClient:
         """Route a step's events; returns True at the hand-over Pong."""
         per_stream: dict[int, list[Event]] = {}
         handover = False
+        self._heard = time.monotonic()  # the watchdog's sign of life
         for event in events:
             if isinstance(event, Pong):
                 handover = handover or event.token == self._handover
+                if event.token == self._ping_token:
+                    self._ping_token = None
                 continue
             rid = getattr(event, "request_id", None)
             if rid is None:
@@ -627,9 +719,13 @@ class EngineClient:
         return handover
 
     def _count(self, finished: Finished) -> None:
-        field = {"cancelled": "cancelled", "error": "failed"}.get(
-            finished.finish_reason, "completed"
-        )
+        field: Literal["completed", "cancelled", "failed"]
+        if finished.finish_reason == "cancelled":
+            field = "cancelled"
+        elif finished.finish_reason == "error":
+            field = "failed"
+        else:
+            field = "completed"
         self._status = replace(self._status, **{field: getattr(self._status, field) + 1})
         if finished.finish_reason == "cancelled":
             logger.info("request %d cancelled", finished.request_id)
@@ -644,8 +740,10 @@ class EngineClient:
                     self._set(state=LOADING, message=f"reloading {self._wanted.spec.id}")
                     self._send(self._wanted)
             elif isinstance(event, LoadProgress):
+                self._worker_loading = True
                 self._set(message=event.message)
             elif isinstance(event, ModelLoaded):
+                self._worker_loading = False
                 self._set(
                     state=READY,
                     model=event.spec,
@@ -658,6 +756,7 @@ class EngineClient:
                     fim_tokens=event.fim_tokens,
                 )
             elif isinstance(event, ModelLoadFailed):
+                self._worker_loading = False
                 self._wanted = None
                 self._set(
                     state=ERROR,
@@ -682,25 +781,92 @@ class EngineClient:
         with self._lock:
             if self._closing or process is not self._process:
                 return
-            logger.error("engine worker %s exited unexpectedly (exit code %s)", process.pid, code)
-            self._fail_all(
-                f"the engine worker stopped unexpectedly (exit code {code}); "
-                "the request was lost and the engine is restarting"
-            )
+            if process is self._hung:  # killed by the watchdog: already reported
+                message = self._status.message or "the engine stopped answering"
+            else:
+                logger.error(
+                    "engine worker %s exited unexpectedly (exit code %s)", process.pid, code
+                )
+                message = f"the engine worker stopped unexpectedly (exit code {code})"
+                self._set(last_error=EngineIncident(message, time.time(), code))
+                self._fail_all(f"{message}; the request was lost and the engine is restarting")
             self._crashes.append(time.monotonic())
             recent = [t for t in self._crashes if time.monotonic() - t < 60]
             if len(recent) >= MAX_CONSECUTIVE_CRASHES:
                 self._process = self._conn = None
+                self._paused = True
                 self._set(
                     state=ERROR,
                     worker_pid=None,
-                    message=f"the engine crashed {len(recent)} times in a minute; "
-                    "pick another model or device",
+                    message=f"the engine crashed {len(recent)} times in a minute ({message}); "
+                    "it starts again on the next request, or pick another model or device",
                 )
                 return
             self._status = replace(self._status, restarts=self._status.restarts + 1)
-            self._set(state=RESTARTING, worker_pid=None, message=f"engine exited ({code})")
+            self._set(state=RESTARTING, worker_pid=None, message=f"{message}; restarting")
             self._spawn()
+
+    # ---- watchdog ----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Watchdog thread: ping the worker; restart it once it stops answering."""
+        while not self._watch_stop.wait(self._ping_interval()):
+            try:
+                self._check_worker()
+            except Exception:  # the watchdog must outlive any one check
+                logger.exception("engine watchdog check failed")
+
+    def _silence_bound(self) -> float:
+        """How long the worker may be silent now: a model load may legitimately take long."""
+        if self._worker_loading or self._status.state in (STARTING, RESTARTING, LOADING):
+            return self._settings.engine_load_timeout_seconds
+        return self._settings.engine_watchdog_seconds
+
+    def _ping_interval(self) -> float:
+        return max(0.05, min(5.0, self._settings.engine_watchdog_seconds / 4))
+
+    def _check_worker(self) -> None:
+        with self._lock:
+            process = self._process
+            if process is None or self._closing or process is self._hung:
+                return
+            silent = time.monotonic() - self._heard
+            if silent > self._silence_bound():
+                self._on_unresponsive(process, silent)
+                return
+            if self._ping_token is not None:
+                return  # one Ping at a time: a hung worker's pipe must never fill up
+            token = self._ping_token = next(self._ids)
+            conn = self._conn
+        # Never wait for the send lock: a sender blocked on a hung worker's full pipe holds
+        # it, and the watchdog must still be able to kill that worker.
+        if conn is None or not self._send_lock.acquire(blocking=False):
+            token_sent = False
+        else:
+            try:
+                conn.send(Ping(token))
+                token_sent = True
+            except OSError:
+                token_sent = False
+            finally:
+                self._send_lock.release()
+        if not token_sent:
+            with self._lock:
+                if self._ping_token == token:
+                    self._ping_token = None
+
+    def _on_unresponsive(self, process: Any, silent: float) -> None:
+        """End a silent worker's requests and kill it; its exit restarts it (lock held)."""
+        message = f"the engine stopped answering for {silent:.0f} s and was restarted"
+        logger.error("engine worker %s: %s", process.pid, message)
+        self._hung = process
+        # The status first: a stream's end wakes its loop, which may look at it at once.
+        self._set(
+            state=RESTARTING, message=message, last_error=EngineIncident(message, time.time())
+        )
+        self._fail_all(f"{message}; the request was ended")
+        with contextlib.suppress(OSError):
+            process.kill()  # SIGKILL ends a stopped process too; the pipe then reports EOF
 
     def _fail_all(self, message: str) -> None:
         streams, self._streams = self._streams, {}
@@ -723,3 +889,32 @@ class EngineClient:
                 listener(snapshot)
             except Exception:
                 logger.exception("engine status listener failed")
+
+
+def _unsendable(request: GenerationRequest, exc: Exception) -> tuple[str, str]:
+    """The field that kept ``request`` from being pickled, and a message naming it."""
+    fields: dict[str, Any] = {
+        "messages": request.messages,
+        "tools": request.tools,
+        "chat_template_kwargs": request.chat_template_kwargs,
+        "prompt": request.prompt,
+        "suffix": request.suffix,
+        "stop": request.stop,
+    }
+    if request.constraint is not None:
+        fields[request.constraint.param] = request.constraint
+    param = "messages"
+    for name, value in fields.items():
+        try:
+            pickle.dumps(value)
+        except Exception:
+            param = name
+            break
+    return param, _unsendable_text(exc, param)
+
+
+def _unsendable_text(exc: Exception, param: str) -> str:
+    logger.warning("a request could not be sent to the engine: %s: %s", type(exc).__name__, exc)
+    if isinstance(exc, RecursionError):
+        return f"{param} is nested too deeply for the engine; flatten it"
+    return f"{param} holds a value the engine cannot take ({type(exc).__name__})"

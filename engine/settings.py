@@ -29,6 +29,11 @@ DEFAULT_PORT = 11680
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_STREAM_INTERVAL_MS = 40
+# The engine watchdog: how long the worker may go without answering a ping before it is
+# killed and restarted. One engine step (at most a chunk of a long prompt) takes seconds;
+# loading a large model on a GPU the first time can take many minutes.
+DEFAULT_ENGINE_WATCHDOG_SECONDS = 120.0
+DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS = 1800.0
 
 # Localhost pages and the VS Code family's webviews may call us from a browser context.
 DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = (
@@ -107,6 +112,10 @@ class Settings:
     # delta wakes the server and the client, which on a small laptop steals time from the
     # inference threads. 0 sends every token alone.
     stream_interval_ms: int = DEFAULT_STREAM_INTERVAL_MS
+    # Seconds the engine worker may stay silent (no answer to a ping) before it is
+    # restarted: while it serves (0 turns the watchdog off), and while a model loads.
+    engine_watchdog_seconds: float = DEFAULT_ENGINE_WATCHDOG_SECONDS
+    engine_load_timeout_seconds: float = DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS
     log_level: str = "INFO"
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate
@@ -137,6 +146,10 @@ class Settings:
             raise SettingsError("kv_cache_gb must be positive")
         if not 0 <= self.stream_interval_ms <= 1000:
             raise SettingsError("stream_interval_ms must be between 0 and 1000")
+        if self.engine_watchdog_seconds < 0:
+            raise SettingsError("engine_watchdog_seconds must be 0 (off) or positive")
+        if self.engine_load_timeout_seconds <= 0:
+            raise SettingsError("engine_load_timeout_seconds must be positive")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -200,6 +213,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         stream_interval_ms=_int(
             pick("SIDELIGHT_STREAM_INTERVAL_MS", "stream_interval_ms"), "stream_interval_ms"
         ),
+        engine_watchdog_seconds=_float(
+            pick("SIDELIGHT_ENGINE_WATCHDOG_SECONDS", "engine_watchdog_seconds"),
+            "engine_watchdog_seconds",
+        ),
+        engine_load_timeout_seconds=_float(
+            pick("SIDELIGHT_ENGINE_LOAD_TIMEOUT_SECONDS", "engine_load_timeout_seconds"),
+            "engine_load_timeout_seconds",
+        ),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
@@ -222,6 +243,8 @@ CONFIG_KEYS = frozenset(
         "kv_cache_gb",
         "engine_below_normal",
         "stream_interval_ms",
+        "engine_watchdog_seconds",
+        "engine_load_timeout_seconds",
         "log_level",
         "hf_token",
         "convert_python",

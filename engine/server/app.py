@@ -7,6 +7,7 @@ the key check so a browser's preflight gets its answer, and a refused origin nev
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import READY, EngineClient
+from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING, EngineClient
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.errors import (
@@ -48,13 +49,14 @@ def create_app(
     serving = OpenAIServing(engine, store)
 
     async def health(request: Request) -> Response:
+        if engine.status().state == ERROR:
+            # Restarts paused after crashes resume when someone asks (spawning blocks).
+            await asyncio.to_thread(engine.revive)
         status = engine.status()
         body = status.to_dict()
         if status.state == READY:
             return JSONResponse(body)
-        headers = (
-            {"Retry-After": "2"} if status.state in ("loading", "restarting", "starting") else {}
-        )
+        headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
         return JSONResponse(body, status_code=503, headers=headers)
 
     routes = [

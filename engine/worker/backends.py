@@ -13,22 +13,35 @@ Both merge deltas that come faster than the stream interval (the first goes at o
 delta sent wakes the server and its client, and on a 2-core laptop each wake-up preempts an
 inference thread. A held delta goes out with the next one, or just before ``Finished``.
 
+One request never takes the others down with it: whatever fails while it is prepared or
+read ends that request alone. A ``step()`` that raises leaves a ``ContinuousBatchingPipeline``
+unusable (GenAI 2026.4: every later step fails with "already in scheduling phase"), so the
+worker reloads the model; a grammar is compiled first on the :class:`GrammarProbe`, and
+constrained requests join the pipeline one per step and are accepted only after their first
+step, so a failing grammar that got past the probe is blamed on its request (a 400), and
+the requests that had produced nothing yet are carried over to the reloaded pipeline.
+
 Threading: both are used only from the worker's single loop thread.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.worker.errors import PIPE_ERRORS, short_error
+from engine.worker.grammar_probe import GrammarProbe
 from engine.worker.messages import (
     Event,
     Finished,
+    FinishReason,
     GenerationRequest,
+    RejectCode,
     RequestAccepted,
     RequestRejected,
     TextDelta,
@@ -49,6 +62,10 @@ class _Active:
     request_id: int
     prompt_tokens: int
     detok: IncrementalDetokenizer
+    prepared: PreparedRequest
+    accepted: RequestAccepted
+    param: str | None = None  # the field a constrained request's grammar came from
+    announced: bool = False  # RequestAccepted was sent
     handle: Any = None
     submitted: float = field(default_factory=time.perf_counter)
     first_token: float | None = None
@@ -86,7 +103,12 @@ class _Active:
         self.last_sent = now
         return delta
 
-    def ending(self, reason: str, text: str = "") -> list[Event]:
+    @property
+    def started(self) -> bool:
+        """Whether anything of the reply exists yet (then it cannot move to a new pipeline)."""
+        return self.completion_tokens > 0 or self.held is not None
+
+    def ending(self, reason: FinishReason, text: str = "") -> list[Event]:
         """The events that end a request normally: any held delta, then ``Finished``."""
         held, self.held = self.held, None
         finished = self.finished(reason, text=text)
@@ -94,7 +116,7 @@ class _Active:
             return [finished]
         return [held, finished]
 
-    def finished(self, reason: str, text: str = "", error: str | None = None) -> Finished:
+    def finished(self, reason: FinishReason, text: str = "", error: str | None = None) -> Finished:
         ttft = self.first_token - self.submitted if self.first_token else None
         decode = (
             self.last_token - self.first_token
@@ -143,27 +165,43 @@ class Backend:
         self.hidden_ids = frozenset(hidden)
         self.stream_interval = 0.0  # set by the worker from LoadModel
         self.byte_table: dict[int, bytes] | None = None  # fast detokenizing, when it is exact
+        self.grammar_probe: GrammarProbe | None = None  # set by the worker
+        # After a failed step: requests that had produced nothing, for the next backend.
+        self.survivors: list[_Active] = []
 
-    def _prepare(self, request: GenerationRequest) -> tuple[PreparedRequest | None, list[Event]]:
+    def _prepare(self, request: GenerationRequest) -> _Active | RequestRejected:
+        """The request's running state, or why it cannot run (never raises)."""
+        rid = request.request_id
         try:
             prepared = prepare(
                 request, self.tokenizer, self.base_config, self.context_length, self.fim_tokens
             )
+            detok = IncrementalDetokenizer(
+                self.tokenizer, request.stop, self.hidden_ids, self.byte_table
+            )
         except RequestError as exc:
-            return None, [RequestRejected(request.request_id, exc.code, str(exc), exc.param)]
+            return RequestRejected(rid, exc.code, str(exc), exc.param)
+        except (TypeError, ValueError, OverflowError) as exc:  # a value C++ cannot take
+            logger.warning("request %d refused: %s", rid, exc)
+            return RequestRejected(rid, "invalid_request", f"invalid request: {short_error(exc)}")
+        except Exception as exc:
+            logger.exception("preparing request %d failed", rid)
+            return RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")
+        constraint = request.constraint
+        if constraint is not None and self.grammar_probe is not None:
+            error = self.grammar_probe.check(constraint, prepared.config.structured_output_config)
+            if error is not None:
+                return _grammar_rejected(rid, constraint.param, error)
         accepted = RequestAccepted(
-            request.request_id,
-            len(prepared.prompt_ids),
-            prepared.max_tokens,
-            prepared.opens_reasoning,
+            rid, len(prepared.prompt_ids), prepared.max_tokens, prepared.opens_reasoning
         )
-        return prepared, [accepted]
-
-    def _state(self, request: GenerationRequest, prepared: PreparedRequest) -> _Active:
         return _Active(
-            request.request_id,
+            rid,
             len(prepared.prompt_ids),
-            IncrementalDetokenizer(self.tokenizer, request.stop, self.hidden_ids, self.byte_table),
+            detok,
+            prepared,
+            accepted,
+            param=constraint.param if constraint is not None else None,
             want_logprobs=request.logprobs,
             interval=self.stream_interval,
         )
@@ -178,7 +216,16 @@ class Backend:
         raise NotImplementedError
 
     def step(self, emit: Emit, poll: Callable[[], None]) -> None:
+        """Advance every running request; never raises for one request's failure."""
         raise NotImplementedError
+
+    def fail(self, error: str) -> list[Event]:
+        """End every request after an unexpected failure; the worker then reloads the model."""
+        raise NotImplementedError
+
+    def adopt(self, states: list[_Active]) -> list[Event]:
+        """Take over the survivors of a failed backend (default: they end with an error)."""
+        return [_ended(s, "engine_restarting", "the engine was reloaded; retry") for s in states]
 
     def close(self) -> list[Event]:
         """Drop every request (model unloaded); returns their Finished events."""
@@ -192,6 +239,28 @@ def _tensor(ids: list[int]) -> Any:
     return ov.Tensor(np.array([ids], dtype=np.int64))
 
 
+def _grammar_rejected(request_id: int, param: str | None, error: str) -> RequestRejected:
+    param = param or "response_format"
+    message = f"{param}: the JSON schema cannot be enforced: {error}"
+    return RequestRejected(request_id, "invalid_request", message, param)
+
+
+def _ended(state: _Active, code: RejectCode, message: str) -> Event:
+    """How a request that cannot go on ends: an error if it was accepted, else a refusal."""
+    if state.announced:
+        return state.finished("error", error=message)
+    return RequestRejected(state.request_id, code, message)
+
+
+def _cancelled(state: _Active) -> list[Event]:
+    """A cancelled request's last events (accepted first if it never was, for the client)."""
+    return (
+        [state.finished("cancelled")]
+        if state.announced
+        else [state.accepted, state.finished("cancelled")]
+    )
+
+
 class BatchedBackend(Backend):
     name = "batched"
 
@@ -199,49 +268,89 @@ class BatchedBackend(Backend):
         super().__init__(pipeline.get_tokenizer(), pipeline.get_config(), context_length)
         self._pipe = pipeline
         self._active: dict[int, _Active] = {}
+        # Constrained requests not yet in the pipeline (one joins per step, see step()).
+        self._waiting: collections.deque[_Active] = collections.deque()
 
     def submit(self, request: GenerationRequest) -> list[Event]:
-        prepared, events = self._prepare(request)
-        if prepared is None:
-            return events
-        state = self._state(request, prepared)
+        state = self._prepare(request)
+        if isinstance(state, RequestRejected):
+            return [state]
+        if state.param is not None:
+            self._waiting.append(state)  # accepted once its first step went through
+            return []
+        return self._add(state)
+
+    def adopt(self, states: list[_Active]) -> list[Event]:
+        """Take over the survivors of a pipeline whose step failed (see :meth:`_fail`)."""
+        events: list[Event] = []
+        for state in states:
+            state.handle = None
+            if state.announced:
+                events.extend(self._add(state))
+            else:
+                self._waiting.append(state)
+        return events
+
+    def _add(self, state: _Active) -> list[Event]:
+        """Put ``state`` in the pipeline; its acceptance, or how it ended, as events."""
+        rid = state.request_id
         try:
             state.handle = self._pipe.add_request(
-                request.request_id, _tensor(prepared.prompt_ids), prepared.config
+                rid, _tensor(state.prepared.prompt_ids), state.prepared.config
             )
         except Exception as exc:
             logger.exception("add_request failed")
-            return [RequestRejected(request.request_id, "internal", f"engine error: {exc}")]
-        self._active[request.request_id] = state
-        return events
+            return [_ended(state, "internal", f"engine error: {short_error(exc)}")]
+        self._active[rid] = state
+        if state.announced or state.param is not None:
+            return []
+        state.announced = True
+        return [state.accepted]
 
     def cancel(self, request_id: int) -> list[Event]:
+        for waiting in self._waiting:
+            if waiting.request_id == request_id:
+                self._waiting.remove(waiting)
+                return _cancelled(waiting)
         state = self._active.pop(request_id, None)
         if state is None:
             return []
         state.handle.cancel()
-        return [state.finished("cancelled")]
+        return _cancelled(state)
 
     def has_work(self) -> bool:
         # Cancelled requests need one more step for the pipeline to free their blocks.
-        return bool(self._active) or bool(self._pipe.has_non_finished_requests())
+        return (
+            bool(self._active)
+            or bool(self._waiting)
+            or bool(self._pipe.has_non_finished_requests())
+        )
 
     def step(self, emit: Emit, poll: Callable[[], None]) -> None:
         import openvino_genai as ov_genai
 
+        events: list[Event] = []
+        newcomer = self._admit_one(events)
         try:
             self._pipe.step()
         except Exception as exc:
-            # The failing request stays inside the pipeline and fails every later step.
             logger.exception("pipeline step failed; the model will be reloaded")
-            emit([s.finished("error", error=f"engine error: {exc}") for s in self._active.values()])
-            self._active.clear()
-            self.broken = True
+            emit(events + self._fail(short_error(exc), newcomer))
             return
-        events: list[Event] = []
+        if newcomer is not None and not newcomer.announced:
+            newcomer.announced = True
+            events.append(newcomer.accepted)
         for rid, state in list(self._active.items()):
-            reason = self._read(state, events)
-            status = state.handle.get_status()
+            try:
+                reason = self._read(state, events)
+                status = state.handle.get_status()
+            except Exception as exc:  # this request's output cannot be read: end it alone
+                logger.exception("reading request %d failed", rid)
+                with contextlib.suppress(Exception):
+                    state.handle.cancel()
+                events.append(state.finished("error", error=f"engine error: {short_error(exc)}"))
+                del self._active[rid]
+                continue
             if status == ov_genai.GenerationStatus.RUNNING and reason is None:
                 continue
             if status == ov_genai.GenerationStatus.IGNORED:
@@ -260,7 +369,43 @@ class BatchedBackend(Backend):
         if events:
             emit(events)
 
-    def _read(self, state: _Active, events: list[Event]) -> str | None:
+    def _admit_one(self, events: list[Event]) -> _Active | None:
+        """Add the next waiting constrained request, if any: at most one joins per step."""
+        while self._waiting:
+            state = self._waiting.popleft()
+            refused = self._add(state)
+            if not refused:
+                return state
+            events.extend(refused)
+        return None
+
+    def _fail(self, error: str, newcomer: _Active | None) -> list[Event]:
+        """End what a failed step took down; keep what can move to a reloaded pipeline.
+
+        A step that fails right after a constrained request joined is blamed on that request
+        (its grammar). Then the requests that had produced nothing yet are carried over
+        (``survivors``); the ones already streaming end with an honest error. A failure no
+        request can be blamed for ends every request, so nothing can fail twice in a row.
+        """
+        self.broken = True
+        events: list[Event] = []
+        blamed = newcomer is not None and not newcomer.announced
+        if newcomer is not None and blamed:
+            del self._active[newcomer.request_id]
+            events.append(_grammar_rejected(newcomer.request_id, newcomer.param, error))
+            cause = "another request's JSON schema failed in the engine"
+        else:
+            cause = f"engine error: {error}"
+        for state in [*self._active.values(), *self._waiting]:
+            if blamed and not state.started:
+                self.survivors.append(state)
+            else:
+                events.append(_ended(state, "engine_restarting", f"{cause}; retry"))
+        self._active.clear()
+        self._waiting.clear()
+        return events
+
+    def _read(self, state: _Active, events: list[Event]) -> FinishReason | None:
         """Read new tokens; return a finish reason once the request has ended."""
         reason = None
         while state.handle.can_read():
@@ -278,13 +423,18 @@ class BatchedBackend(Backend):
                 return "stop"
         return reason
 
+    def fail(self, error: str) -> list[Event]:
+        return self._fail(error, None)
+
     def close(self) -> list[Event]:
-        events: list[Event] = [self.cancel(rid)[0] for rid in list(self._active)]
+        events: list[Event] = []
+        for rid in [*self._active, *(state.request_id for state in self._waiting)]:
+            events.extend(self.cancel(rid))
         self._pipe = None
         return events
 
 
-def _finish_reason(value: Any) -> str | None:
+def _finish_reason(value: Any) -> FinishReason | None:
     import openvino_genai as ov_genai
 
     if value == ov_genai.GenerationFinishReason.LENGTH:
@@ -302,24 +452,26 @@ class SerialBackend(Backend):
     def __init__(self, pipeline: Any, context_length: int | None) -> None:
         super().__init__(pipeline.get_tokenizer(), pipeline.get_generation_config(), context_length)
         self._pipe = pipeline
-        self._queue: collections.deque[tuple[_Active, PreparedRequest]] = collections.deque()
+        self._queue: collections.deque[_Active] = collections.deque()
         self._cancelled: set[int] = set()
         self._running: _Active | None = None
 
     def submit(self, request: GenerationRequest) -> list[Event]:
-        prepared, events = self._prepare(request)
-        if prepared is not None:
-            self._queue.append((self._state(request, prepared), prepared))
-        return events
+        state = self._prepare(request)
+        if isinstance(state, RequestRejected):
+            return [state]
+        state.announced = True
+        self._queue.append(state)
+        return [state.accepted]
 
     def cancel(self, request_id: int) -> list[Event]:
         if self._running is not None and self._running.request_id == request_id:
             self._cancelled.add(request_id)  # the streamer stops it at the next token
             return []
-        for item in list(self._queue):
-            if item[0].request_id == request_id:
-                self._queue.remove(item)
-                return [item[0].finished("cancelled")]
+        for state in list(self._queue):
+            if state.request_id == request_id:
+                self._queue.remove(state)
+                return [state.finished("cancelled")]
         return []
 
     def has_work(self) -> bool:
@@ -328,7 +480,8 @@ class SerialBackend(Backend):
     def step(self, emit: Emit, poll: Callable[[], None]) -> None:
         import openvino_genai as ov_genai
 
-        state, prepared = self._queue.popleft()
+        state = self._queue.popleft()
+        prepared = state.prepared
         self._running = state
         backend = self
 
@@ -352,23 +505,33 @@ class SerialBackend(Backend):
 
         try:
             self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
-        except Exception as exc:
+            events = self._ending(state)
+        except PIPE_ERRORS:
+            raise  # the server is gone: nothing left to tell
+        except Exception as exc:  # LLMPipeline stays usable: only this request ends
             logger.exception("generate failed")
-            emit([state.finished("error", error=f"engine error: {exc}")])
-            return
+            events = [state.finished("error", error=f"engine error: {short_error(exc)}")]
         finally:
             self._running = None
-        if state.request_id in self._cancelled:
             self._cancelled.discard(state.request_id)
-            emit([state.finished("cancelled")])
-            return
-        reason = "stop"
-        if not state.detok.stop.matched and state.completion_tokens >= prepared.max_tokens:
+        emit(events)
+
+    def _ending(self, state: _Active) -> list[Event]:
+        if state.request_id in self._cancelled:
+            return [state.finished("cancelled")]
+        reason: FinishReason = "stop"
+        if not state.detok.stop.matched and state.completion_tokens >= state.prepared.max_tokens:
             reason = "length"
-        emit(state.ending(reason, text=state.detok.finish()))
+        return state.ending(reason, text=state.detok.finish())
+
+    def fail(self, error: str) -> list[Event]:
+        self.broken = True
+        events: list[Event] = [s.finished("error", error=error) for s in self._queue]
+        self._queue.clear()
+        return events
 
     def close(self) -> list[Event]:
-        events: list[Event] = [item[0].finished("cancelled") for item in self._queue]
+        events: list[Event] = [state.finished("cancelled") for state in self._queue]
         self._queue.clear()
         self._pipe = None
         return events

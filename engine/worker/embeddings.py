@@ -2,8 +2,11 @@
 
 One embedding model is kept loaded beside the chat model (IDE plugins index code with one
 while chatting with the other). It is loaded on the first request that names it and replaced
-when another is named. ``embed`` runs synchronously on the worker's loop: a batch of short
-texts takes milliseconds on an embedding-sized model, and it keeps the one-thread rule.
+when another is named. Embedding runs on the worker's loop (the one-thread rule), a chunk at
+a time: an indexer's batch of thousands of texts would otherwise hold the loop for a minute
+while every chat stream waits. Each chunk is sized to take about
+:data:`CHUNK_TARGET_SECONDS`, from the time the previous chunks took, so chat steps run in
+between on any model and machine.
 
 Threading: used only from the worker's single loop thread.
 """
@@ -11,12 +14,34 @@ Threading: used only from the worker's single loop thread.
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.models import ModelSpec, read_json
 
 logger = logging.getLogger(__name__)
+
+CHUNK_TARGET_SECONDS = 0.05
+FIRST_CHUNK = 8
+MAX_CHUNK = 256
+
+
+@dataclass
+class EmbedJob:
+    """One Embed request being worked through, chunk by chunk."""
+
+    request_id: int
+    spec: ModelSpec
+    device: str
+    texts: tuple[str, ...]
+    vectors: list[list[float]] = field(default_factory=list)
+    tokens: int = 0
+
+    @property
+    def done(self) -> bool:
+        return len(self.vectors) >= len(self.texts)
 
 
 class EmbeddingRunner:
@@ -26,19 +51,39 @@ class EmbeddingRunner:
         self._key: tuple[Path, str] | None = None
         self._pipe: Any = None
         self._tokenizer: Any = None
+        self._seconds_per_text: float | None = None  # measured on the loaded model
 
     def embed(
         self, spec: ModelSpec, device: str, texts: list[str]
     ) -> tuple[list[list[float]], int]:
-        """Vectors for ``texts`` and the number of tokens they used.
+        """Vectors for ``texts`` and the number of tokens they used, in one go.
 
         Raises:
             Exception: the model cannot be loaded or run (the worker reports the message).
         """
-        self._load(spec, device)
+        job = EmbedJob(0, spec, device, tuple(texts))
+        while not job.done:
+            self.run_chunk(job)
+        return job.vectors, job.tokens
+
+    def run_chunk(self, job: EmbedJob) -> None:
+        """Embed the next chunk of ``job`` (loading its model first if needed).
+
+        Raises:
+            Exception: the model cannot be loaded or run (the worker reports the message).
+        """
+        self._load(job.spec, job.device)
+        size = FIRST_CHUNK
+        if self._seconds_per_text:
+            size = int(CHUNK_TARGET_SECONDS / self._seconds_per_text)
+        start = len(job.vectors)
+        texts = list(job.texts[start : start + max(1, min(size, MAX_CHUNK))])
+        began = time.perf_counter()
         vectors = self._pipe.embed_documents(texts)
-        tokens = sum(len(self._tokenizer.encode(text).input_ids.data[0]) for text in texts)
-        return [[float(x) for x in vector] for vector in vectors], tokens
+        # One batched encode: per-text calls cost ten times the embedding itself.
+        job.tokens += int(self._tokenizer.encode(texts).attention_mask.data.sum())
+        self._seconds_per_text = (time.perf_counter() - began) / len(texts)
+        job.vectors.extend([float(x) for x in vector] for vector in vectors)
 
     def _load(self, spec: ModelSpec, device: str) -> None:
         import openvino_genai as ov_genai
@@ -54,9 +99,10 @@ class EmbeddingRunner:
         self._pipe = ov_genai.TextEmbeddingPipeline(str(spec.path), device, config)
         self._tokenizer = ov_genai.Tokenizer(str(spec.path))
         self._key = key
+        self._seconds_per_text = None
 
     def close(self) -> None:
-        self._pipe = self._tokenizer = self._key = None
+        self._pipe = self._tokenizer = self._key = self._seconds_per_text = None
 
 
 def _pooling(folder: Path, kinds: Any) -> Any:

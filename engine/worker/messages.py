@@ -8,9 +8,22 @@ Everything here is plain data so a crash on either side never leaves shared stat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from engine.models import ModelSpec
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+"""How an accepted request ended (the wire value is the string)."""
+
+RejectCode = Literal[
+    "context_length_exceeded",  # prompt + max_tokens do not fit the model's context
+    "invalid_request",  # a field the engine cannot use (the ``param`` names it)
+    "fim_unsupported",  # a ``suffix`` for a model without fill-in-the-middle tokens
+    "no_model",  # no chat model is loaded
+    "engine_restarting",  # the worker died or stopped answering; retry shortly
+    "internal",  # anything else: a bug or a library failure
+]
+"""Why a request was refused; the server maps each code to an HTTP status."""
 
 # ---- what a request asks for -------------------------------------------------------------
 
@@ -117,7 +130,11 @@ class Embed:
 
 @dataclass(frozen=True)
 class Ping:
-    """Answered at once with :class:`Pong` (the client uses it to hand reading over)."""
+    """Answered with :class:`Pong` between engine steps.
+
+    The client uses it to hand reading over to an event loop and, as a watchdog, to tell a
+    busy worker from one that stopped answering.
+    """
 
     token: int
 
@@ -134,7 +151,7 @@ class WorkerStarted:
 
 @dataclass(frozen=True)
 class LoadProgress:
-    stage: str  # "reading", "compiling"
+    stage: Literal["reading", "compiling"]
     message: str
 
 
@@ -176,7 +193,7 @@ class RequestRejected:
     """The request cannot run; ``code`` maps to an HTTP status in the server."""
 
     request_id: int
-    code: str  # "context_length_exceeded", "invalid_request", "no_model", "internal"
+    code: RejectCode
     message: str
     param: str | None = None
 
@@ -202,7 +219,7 @@ class Finished:
     """The last event of an accepted request."""
 
     request_id: int
-    finish_reason: str  # "stop", "length", "cancelled", "error"
+    finish_reason: FinishReason
     prompt_tokens: int
     completion_tokens: int
     ttft_seconds: float | None

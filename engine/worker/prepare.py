@@ -9,21 +9,34 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
+import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.worker.errors import short_error
 from engine.worker.json_grammar import compact_json_grammar
-from engine.worker.messages import GenerationRequest, OutputConstraint
+from engine.worker.messages import GenerationRequest, OutputConstraint, RejectCode
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT = 4096
+# GenAI keeps seeds, top_k and max_new_tokens in C++ size_t / uint64 fields: a Python int
+# outside [0, 2**64) does not convert (a TypeError that used to end the worker).
+UINT64_LIMIT = 2**64
+NO_TOP_K = UINT64_LIMIT - 1  # GenAI's "no top-k limit"
+# XGrammar's compile time grows steeply with nesting (a schema 240 objects deep took seconds,
+# 400 deep half a minute, all of it blocking every stream), and real schemas stay far below.
+MAX_SCHEMA_NESTING = 128  # JSON objects and arrays inside one another
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 class RequestError(Exception):
     """The request cannot run; carries the code and parameter for the client."""
 
-    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+    def __init__(self, code: RejectCode, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.param = param
@@ -76,10 +89,25 @@ def prepare(
         RequestError: the prompt cannot be templated, the model has no FIM tokens for a
             ``suffix``, or prompt plus ``max_tokens`` exceeds the model's context (never
             truncated silently; with ``cap_max_tokens`` only the prompt must fit, and
-            ``max_tokens`` is clipped to the room it leaves).
+            ``max_tokens`` is clipped to the room it leaves), or a field holds a value the
+            engine cannot take (text that is not valid Unicode, a number out of range).
     """
+    _check_text(request)
+    if request.constraint is not None:
+        _check_schema_nesting(request.constraint)
+    if request.max_tokens is not None and not 0 < request.max_tokens < UINT64_LIMIT:
+        raise RequestError(
+            "invalid_request",
+            f"max_tokens must be a positive integer below 2**64, got {request.max_tokens}",
+            "max_tokens",
+        )
     text, add_special = _prompt_text(request, tokenizer, fim_tokens)
-    encoded = tokenizer.encode(text, add_special_tokens=add_special)
+    try:
+        encoded = tokenizer.encode(text, add_special_tokens=add_special)
+    except Exception as exc:
+        raise RequestError(
+            "invalid_request", f"the prompt cannot be tokenized: {short_error(exc)}", "messages"
+        ) from exc
     prompt_ids = [int(i) for i in encoded.input_ids.data[0]]
     opens_reasoning = request.messages is not None and text.rstrip().endswith("<think>")
     if not prompt_ids:
@@ -134,7 +162,7 @@ def _prompt_text(
         except Exception as exc:
             raise RequestError(
                 "invalid_request",
-                f"the model's chat template rejected the messages: {exc}",
+                f"the model's chat template rejected the messages: {short_error(exc)}",
                 "messages",
             ) from exc
         return str(text), False
@@ -149,10 +177,104 @@ def _prompt_text(
     return f"{prefix}{prompt}{suffix}{request.suffix}{middle}", True
 
 
+def _check_text(request: GenerationRequest) -> None:
+    """Refuse text that is not valid Unicode (a lone UTF-16 surrogate such as ``"\\ud800"``).
+
+    JSON allows ``"\\ud800"`` and Python keeps it, but it has no UTF-8 form, so the tokenizer
+    and the chat template (C++) cannot take it.
+    """
+    fields: dict[str, Any] = {
+        "messages": request.messages,
+        "prompt": request.prompt,
+        "suffix": request.suffix,
+        "stop": request.stop,
+        "tools": request.tools,
+        "chat_template_kwargs": request.chat_template_kwargs,
+    }
+    if request.constraint is not None:
+        c = request.constraint
+        fields[c.param] = (c.json_schema, c.begin, c.end)
+    for param, value in fields.items():
+        for text in _strings(value):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise RequestError(
+                    "invalid_request",
+                    f"{param} holds text that is not valid Unicode (a lone surrogate "
+                    f"{text[exc.start]!r}); encode it as a whole character",
+                    param,
+                ) from exc
+
+
+def _check_schema_nesting(constraint: OutputConstraint) -> None:
+    depth = deepest = 0
+    for char in _JSON_STRING.sub("", constraint.json_schema):
+        if char in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "}]":
+            depth -= 1
+    if deepest > MAX_SCHEMA_NESTING:
+        raise RequestError(
+            "invalid_request",
+            f"{constraint.param}: the JSON schema is nested too deeply ({deepest} levels; "
+            f"at most {MAX_SCHEMA_NESTING})",
+            constraint.param,
+        )
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value (keys too), without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+def _sampling_values(request: GenerationRequest, base: Any) -> tuple[int | None, int]:
+    """The request's seed and top_k in the ranges GenAI's C++ fields hold.
+
+    A negative seed means "random", as OpenAI's and llama.cpp's ``seed: -1`` do; top_k 0 or
+    less means "no limit" (Ollama, llama.cpp), and so does one beyond any vocabulary.
+
+    Raises:
+        RequestError: a seed of 2**64 or more, or a float setting that is not finite.
+    """
+    s = request.sampling
+    for name in (
+        "temperature",
+        "top_p",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+    ):
+        value = getattr(s, name)
+        if value is not None and not math.isfinite(value):
+            raise RequestError("invalid_request", f"{name} must be a finite number", name)
+    seed = s.seed
+    if seed is not None and seed >= UINT64_LIMIT:
+        raise RequestError("invalid_request", "seed must be below 2**64", "seed")
+    if seed is not None and seed < 0:
+        seed = secrets.randbits(63)
+    top_k = s.top_k if s.top_k is not None else int(base.top_k)
+    if top_k <= 0 or top_k >= UINT64_LIMIT:
+        top_k = NO_TOP_K
+    return seed, top_k
+
+
 def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
     import openvino_genai as ov_genai
 
     s = request.sampling
+    seed, top_k = _sampling_values(request, base)
     config = ov_genai.GenerationConfig()
     config.max_new_tokens = max_tokens
     config.eos_token_id = base.eos_token_id
@@ -165,11 +287,11 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
         config.do_sample = True
         config.temperature = temperature
         config.top_p = s.top_p if s.top_p is not None else base.top_p
-        config.top_k = s.top_k if s.top_k is not None else base.top_k
+        config.top_k = top_k
         if s.min_p is not None:
             config.min_p = s.min_p
-        if s.seed is not None:
-            config.rng_seed = s.seed
+        if seed is not None:
+            config.rng_seed = seed
     if s.presence_penalty is not None:
         config.presence_penalty = s.presence_penalty
     if s.frequency_penalty is not None:
@@ -178,21 +300,25 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
         config.repetition_penalty = s.repetition_penalty
     if request.logprobs:
         config.logprobs = 1  # GenAI returns the chosen token's log-probability only
-    constraint = request.constraint
-    if constraint is not None:
-        # A schema XGrammar cannot compile must be refused here: once added, it fails every
-        # later pipeline step, for every request.
-        config.structured_output_config = _structured(constraint)
     try:
         config.validate()
     except Exception as exc:
-        if constraint is not None:
+        raise RequestError(
+            "invalid_request", f"invalid sampling parameters: {short_error(exc)}"
+        ) from exc
+    constraint = request.constraint
+    if constraint is not None:
+        # validate() checks the schema's JSON, not its grammar: the worker's GrammarProbe
+        # compiles that before the request may reach the pipeline.
+        config.structured_output_config = _structured(constraint)
+        try:
+            config.validate()
+        except Exception as exc:
             raise RequestError(
                 "invalid_request",
-                f"{constraint.param}: the JSON schema cannot be enforced: {_first_line(exc)}",
+                f"{constraint.param}: the JSON schema cannot be enforced: {short_error(exc)}",
                 constraint.param,
             ) from exc
-        raise RequestError("invalid_request", f"invalid sampling parameters: {exc}") from exc
     return config
 
 
@@ -215,12 +341,6 @@ def _compact_grammar(schema_text: str) -> str | None:
     except ValueError as exc:  # UnsupportedSchema, or (never expected) text that is not JSON
         logger.info("JSON schema enforced with free whitespace (%s)", exc)
         return None
-
-
-def _first_line(exc: Exception) -> str:
-    """The message of a GenAI/XGrammar error without its source location prefix."""
-    line = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-    return line.rsplit(": ", 1)[-1] if ".cc:" in line or ".cpp:" in line else line
 
 
 def _base_temperature(base: Any) -> float:

@@ -1,12 +1,16 @@
 """The engine worker process: owns the OpenVINO pipeline and runs the generation loop.
 
 Started by :class:`engine.client.EngineClient` with the ``spawn`` method. One thread does
-everything: read commands from the pipe, run one engine step, send that step's events. A
-crash or an out-of-memory kill here ends only this process; the client restarts it.
+everything: read commands from the pipe, run one engine step, run one chunk of embeddings,
+send the events. Nothing one request carries (a value C++ cannot take, a grammar XGrammar
+cannot compile, text that is not Unicode) ends the loop: it becomes that request's
+rejection or error. A crash or an out-of-memory kill here ends only this process; the
+client restarts it.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import signal
@@ -18,7 +22,9 @@ from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table
-from engine.worker.embeddings import EmbeddingRunner
+from engine.worker.embeddings import EmbeddingRunner, EmbedJob
+from engine.worker.errors import PIPE_ERRORS, short_error
+from engine.worker.grammar_probe import GrammarProbe
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -56,10 +62,10 @@ def worker_main(
         setup_logging(Path(log_dir), log_level, console=True, file_name=ENGINE_LOG_FILE_NAME)
     if below_normal:
         _lower_priority()
-    worker = Worker(conn)
+    worker = Worker(conn, grammar_probe=GrammarProbe())
     try:
         worker.run()
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+    except (EOFError, ConnectionError, KeyboardInterrupt):
         pass  # the server went away; nothing left to serve
     finally:
         logger.info("engine worker %d exiting", os.getpid())
@@ -85,24 +91,32 @@ def _lower_priority() -> None:
 class Worker:
     """The command/step loop. Not thread-safe: one thread only."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *, grammar_probe: GrammarProbe | None) -> None:
+        """``grammar_probe`` checks grammars before they reach a pipeline (None: no check)."""
         self._conn = conn
         self._backend: Backend | None = None
         self._embeddings = EmbeddingRunner()
+        self._embed_jobs: collections.deque[EmbedJob] = collections.deque()
+        # Fair shares while both run: chat steps get as much time as the last embedding
+        # chunk took before the next chunk runs.
+        self._chat_seconds = 0.0
+        self._chunk_seconds = 0.0
+        self._probe = grammar_probe
         self._loaded: LoadModel | None = None
         self._stopping = False
 
     def run(self) -> None:
         self._send([WorkerStarted(os.getpid())])
         while not self._stopping:
-            busy = self._backend is not None and self._backend.has_work()
-            self._poll(0.0 if busy else IDLE_POLL_SECONDS)
-            if self._backend is not None and self._backend.has_work() and not self._stopping:
-                self._backend.step(self._send, lambda: self._poll(0.0))
-                if self._backend.broken and self._loaded is not None:
-                    self._load(self._loaded)
+            self._poll(0.0 if self._busy() else IDLE_POLL_SECONDS)
+            if not self._stopping:  # (a Shutdown may have come in the poll)
+                self._chat_step()
+                self._embed_step()
         if self._backend is not None:
             self._backend.close()
+
+    def _busy(self) -> bool:
+        return bool(self._embed_jobs) or (self._backend is not None and self._backend.has_work())
 
     def _send(self, events: list[Event]) -> None:
         self._conn.send(events)
@@ -111,7 +125,58 @@ class Worker:
         """Handle every command waiting on the pipe (waiting up to ``timeout`` for the first)."""
         while self._conn.poll(timeout):
             timeout = 0.0
-            self._handle(self._conn.recv())
+            try:
+                command = self._conn.recv()
+            except (EOFError, OSError):
+                raise  # the pipe itself failed: the server is gone
+            except Exception:  # a message that does not unpickle: nothing to answer
+                logger.exception("unreadable command from the server")
+                continue
+            try:
+                self._handle(command)
+            except PIPE_ERRORS:
+                raise
+            except Exception as exc:  # one command never ends the loop
+                logger.exception("handling %s failed", type(command).__name__)
+                self._refuse(command, exc)
+
+    def _refuse(self, command: Command, exc: Exception) -> None:
+        """Tell the client a request's command failed (other commands are only logged)."""
+        rid = None
+        if isinstance(command, Submit):
+            rid = command.request.request_id
+        elif isinstance(command, Embed):
+            rid = command.request_id
+        if rid is not None:
+            self._send([RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")])
+
+    def _chat_step(self) -> None:
+        backend = self._backend
+        if backend is None or not backend.has_work():
+            return
+        started = time.perf_counter()
+        try:
+            backend.step(self._send, lambda: self._poll(0.0))
+        except PIPE_ERRORS:
+            raise
+        except Exception as exc:  # a bug outside GenAI's step: end what was running
+            logger.exception("engine step failed")
+            self._send(backend.fail(f"engine error: {short_error(exc)}"))
+        self._chat_seconds += time.perf_counter() - started
+        if backend.broken and backend is self._backend and self._loaded is not None:
+            self._reload(backend)
+
+    def _reload(self, broken: Backend) -> None:
+        """Rebuild a pipeline a failed step left unusable; carry its survivors over."""
+        survivors, broken.survivors = broken.survivors, []
+        if self._loaded is not None:
+            self._load(self._loaded)
+        if self._backend is not None:
+            events = self._backend.adopt(survivors)
+        else:
+            events = broken.adopt(survivors)  # no model now: they end with an error
+        if events:
+            self._send(events)
 
     def _handle(self, command: Command) -> None:
         if isinstance(command, Submit):
@@ -119,35 +184,76 @@ class Worker:
                 rid = command.request.request_id
                 self._send([RequestRejected(rid, "no_model", "no model is loaded")])
             else:
-                self._send(self._backend.submit(command.request))
-        elif isinstance(command, Cancel):
-            if self._backend is not None:
-                events = self._backend.cancel(command.request_id)
+                events = self._backend.submit(command.request)
                 if events:
                     self._send(events)
+        elif isinstance(command, Cancel):
+            self._cancel(command.request_id)
         elif isinstance(command, LoadModel):
             self._load(command)
         elif isinstance(command, UnloadModel):
             self._unload()
             self._send([ModelUnloaded()])
         elif isinstance(command, Embed):
-            self._send([self._embed(command)])
+            self._start_embed(command)
         elif isinstance(command, Ping):
             self._send([Pong(command.token)])
         elif isinstance(command, Shutdown):
             self._stopping = True
 
-    def _embed(self, command: Embed) -> Event:
+    def _cancel(self, request_id: int) -> None:
+        for job in self._embed_jobs:
+            if job.request_id == request_id:
+                self._embed_jobs.remove(job)
+                self._send([RequestRejected(request_id, "internal", "cancelled")])
+                return
+        if self._backend is not None:
+            events = self._backend.cancel(request_id)
+            if events:
+                self._send(events)
+
+    def _start_embed(self, command: Embed) -> None:
+        for text in command.texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                message = (
+                    "input holds text that is not valid Unicode (a lone surrogate); "
+                    "encode it as a whole character"
+                )
+                self._send(
+                    [RequestRejected(command.request_id, "invalid_request", message, "input")]
+                )
+                return
+        job = EmbedJob(command.request_id, command.spec, command.device, command.texts)
+        if job.done:
+            self._send([Embedded(job.request_id, [], 0)])
+        else:
+            self._embed_jobs.append(job)
+
+    def _embed_step(self) -> None:
+        """Embed one chunk of the oldest job once chat steps have had their share."""
+        if not self._embed_jobs:
+            return
+        chatting = self._backend is not None and self._backend.has_work()
+        if chatting and self._chat_seconds < self._chunk_seconds:
+            return
+        job = self._embed_jobs[0]
+        started = time.perf_counter()
         try:
-            vectors, tokens = self._embeddings.embed(
-                command.spec, command.device, list(command.texts)
-            )
+            self._embeddings.run_chunk(job)
         except Exception as exc:
-            logger.exception("embedding with %s failed", command.spec.id)
-            return RequestRejected(
-                command.request_id, "internal", f"embedding failed: {_load_error(exc)}"
-            )
-        return Embedded(command.request_id, vectors, tokens)
+            logger.exception("embedding with %s failed", job.spec.id)
+            self._embed_jobs.popleft()
+            message = f"embedding failed: {short_error(exc)}"
+            self._send([RequestRejected(job.request_id, "internal", message)])
+            return
+        finally:
+            self._chunk_seconds = time.perf_counter() - started
+            self._chat_seconds = 0.0
+        if job.done:
+            self._embed_jobs.popleft()
+            self._send([Embedded(job.request_id, job.vectors, job.tokens)])
 
     def _unload(self) -> None:
         if self._backend is not None:
@@ -168,6 +274,7 @@ class Worker:
             self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
             return
         backend.stream_interval = command.stream_interval
+        backend.grammar_probe = self._probe
         if spec.path.is_dir():
             backend.byte_table = verified_byte_table(spec.path, backend.tokenizer)
         logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")

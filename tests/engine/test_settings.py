@@ -79,3 +79,17 @@ def test_every_key_load_settings_reads_can_be_saved(tmp_path: Path) -> None:
     settings = load_settings(home)
     assert settings.engine_below_normal is False
     assert settings.stream_interval_ms == 0 and settings.kv_cache_gb == 2
+
+
+def test_watchdog_bounds_come_from_env_or_file_and_must_make_sense(tmp_path: Path) -> None:
+    home = {"SIDELIGHT_HOME": str(tmp_path)}
+    defaults = load_settings(home)
+    assert defaults.engine_watchdog_seconds > 0
+    assert defaults.engine_load_timeout_seconds > defaults.engine_watchdog_seconds
+    save_config(defaults.paths, {"engine_load_timeout_seconds": 600})
+    settings = load_settings({**home, "SIDELIGHT_ENGINE_WATCHDOG_SECONDS": "0"})
+    assert settings.engine_watchdog_seconds == 0  # off
+    assert settings.engine_load_timeout_seconds == 600
+    settings.validate()
+    with pytest.raises(SettingsError, match="engine_watchdog_seconds"):
+        load_settings({**home, "SIDELIGHT_ENGINE_WATCHDOG_SECONDS": "-1"}).validate()

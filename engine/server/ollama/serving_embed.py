@@ -19,7 +19,7 @@ from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, log_ignored
-from engine.server.openai.serving import unavailable
+from engine.server.openai.serving import request_failed, unavailable
 from engine.worker.messages import Embedded
 
 
@@ -72,7 +72,7 @@ class EmbedServing:
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:
-            raise APIError(500, str(exc)) from exc
+            raise request_failed(exc) from exc
 
 
 def _shorten(vector: list[float], dimensions: int | None) -> list[float]:

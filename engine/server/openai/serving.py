@@ -43,7 +43,7 @@ M = TypeVar("M", bound=BaseModel)
 LOAD_WAIT_SECONDS = 20.0
 RETRY_AFTER_SECONDS = 5
 
-_REJECT_STATUS = {
+_REJECT_STATUS: dict[str, int] = {
     "context_length_exceeded": 400,
     "invalid_request": 400,
     "fim_unsupported": 400,
@@ -239,11 +239,7 @@ class OpenAIServing:
         try:
             await stream.start()
         except RequestFailed as exc:
-            status = _REJECT_STATUS.get(exc.code, 500)
-            headers = {"Retry-After": "2"} if status == 503 else None
-            raise APIError(
-                status, str(exc), param=exc.param, code=exc.code, headers=headers
-            ) from exc
+            raise request_failed(exc) from exc
         return stream
 
     async def collect(self, stream: RequestStream) -> Collected:
@@ -289,6 +285,15 @@ def _spec_card(spec: ModelSpec) -> dict[str, Any]:
         "format": spec.format,
         "task": "chat",
     }
+
+
+def request_failed(exc: RequestFailed, internal_code: str | None = None) -> APIError:
+    """The HTTP error for a request the engine refused: a 4xx naming the field when the
+    request was at fault; ``internal_code`` replaces the code of a 500."""
+    status = _REJECT_STATUS.get(exc.code, 500)
+    headers = {"Retry-After": "2"} if status == 503 else None
+    code = internal_code if status == 500 and internal_code else exc.code
+    return APIError(status, str(exc), param=exc.param, code=code, headers=headers)
 
 
 def unavailable(exc: EngineUnavailable) -> APIError:

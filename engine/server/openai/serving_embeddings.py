@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from engine.client import EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.openai.serving import OpenAIServing, unavailable
+from engine.server.openai.serving import OpenAIServing, request_failed, unavailable
 from engine.server.streaming import unless_disconnected
 
 
@@ -30,7 +30,7 @@ class EmbeddingServing:
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:
-            raise APIError(500, str(exc), code="embedding_failed") from exc
+            raise request_failed(exc, "embedding_failed") from exc
         vectors = result.vectors
         if body.dimensions is not None:
             if body.dimensions > len(vectors[0]):

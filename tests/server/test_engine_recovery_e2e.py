@@ -1,0 +1,98 @@
+"""End to end: what the engine refuses or survives is seen right over HTTP.
+
+A real ``sidelight serve`` on the tiny model: a schema XGrammar cannot compile and a request
+too deep to pass to the worker are 400s that leave nothing counted active; a worker that
+crashed until its restarts were paused comes back when /health is asked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.server.harness import ServerProcess, running_server
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
+    with running_server(tmp_path_factory.mktemp("serve-home"), tiny_model) as proc:
+        yield proc
+
+
+def _deep_tools(levels: int) -> list[dict[str, Any]]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_400(
+    server: ServerProcess, client: openai.OpenAI, model_id: str
+) -> None:
+    before = server.health().json()
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=a)"}}}
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=model_id,
+            messages=[{"role": "user", "content": "Hi"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+        )
+    body: dict[str, Any] = info.value.body  # type: ignore[assignment]
+    assert body["param"] == "response_format" and body["code"] == "invalid_request", body
+    assert "Lookahead" in body["message"] and ".cc:" not in body["message"]
+    after = server.health().json()
+    assert after["worker_pid"] == before["worker_pid"] and after["requests"]["active"] == 0
+
+
+def test_a_request_too_deep_to_pass_to_the_engine_is_a_400(
+    server: ServerProcess, model_id: str
+) -> None:
+    response = httpx.post(
+        f"{server.base_url}/v1/chat/completions",
+        json={
+            "model": model_id,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "tools": _deep_tools(400),
+        },
+        timeout=60,
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "tools"
+    health = server.health().json()
+    assert health["status"] == "ready" and health["requests"]["active"] == 0
+
+
+def test_health_brings_the_engine_back_after_repeated_crashes(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    with running_server(tmp_path / "home", tiny_model) as proc:
+        pid = proc.wait_ready()["worker_pid"]
+        for _ in range(3):
+            assert isinstance(pid, int)
+            os.kill(pid, signal.SIGKILL)
+            pid = _next_worker(proc, pid)
+        body = proc.wait_ready(timeout=60)
+        assert body["restarts"] == 3  # two automatic restarts, one after the pause
+        last = body["last_error"]
+        assert isinstance(last, dict) and last["exit_code"] == -signal.SIGKILL
+
+
+def _next_worker(proc: ServerProcess, old: int) -> int:
+    """Poll /health until a worker other than ``old`` serves (each poll may revive one)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        body = proc.health().json()
+        if body["status"] == "ready" and body["worker_pid"] not in (None, old):
+            return int(body["worker_pid"])
+        time.sleep(0.2)
+    raise AssertionError(f"no new worker: {proc.health().json()}")
