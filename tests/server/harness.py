@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from engine.store.facts import folder_size
+from engine.store.manifest import Manifest, Source, write_manifest
 
 
 def free_port() -> int:
@@ -121,3 +126,28 @@ def import_gguf(home: Path, gguf: Path, model_id: str) -> None:
         env=env,
         capture_output=True,
     )
+
+
+def store_ir_copy(models: Path, model_id: str, source: Path, *, task: str, reasoning: bool) -> None:
+    """Put a copy of an IR folder into the store, as a finished download would."""
+    folder = models / model_id
+    shutil.copytree(source, folder)
+    config = json.loads((source / "config.json").read_text())
+    manifest = Manifest(
+        id=model_id,
+        name=model_id,
+        format="ir",
+        entry=".",
+        source=Source(kind="convert", path=str(source)),
+        size_bytes=folder_size(folder),
+        weights="fp32",
+        context_length=config.get("max_position_embeddings"),
+        architecture=config.get("model_type"),
+        task=task,
+        capabilities={
+            "chat_template": task == "chat",
+            "tools": task == "chat",
+            "reasoning": reasoning,
+        },
+    )
+    write_manifest(folder, manifest)
