@@ -156,13 +156,14 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
     try:
         runner.start()
-    except (PortInUseError, RuntimeError) as exc:
+    except (PortInUseError, RuntimeError, OSError) as exc:
         engine.close()
-        print(f"sidelight: {exc}", file=sys.stderr)
+        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"sidelight: {message}", file=sys.stderr)
         return 1
     logger.info(
         "listening on %s (log: %s); loading %s on %s",
-        runner.url,
+        runner.bind_url,
         log_file,
         spec.id,
         settings.device,

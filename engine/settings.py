@@ -10,9 +10,11 @@ Nothing else in the code base reads ``os.environ`` for Sidelight's own configura
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -135,6 +137,13 @@ class Settings:
         """Refuse configurations that would be unsafe or cannot work."""
         if not 0 <= self.port < 65536:  # 0 lets the OS pick a free port
             raise SettingsError(f"port must be between 0 and 65535, got {self.port}")
+        if not is_host_syntax(self.host):
+            raise SettingsError(
+                f"host must be an IP address or a host name (e.g. 127.0.0.1 or 0.0.0.0), "
+                f"got {self.host!r}"
+            )
+        if self.api_key is not None:
+            _check_api_key(self.api_key)
         if not self.is_loopback and not self.api_key:
             raise SettingsError(
                 f"binding to {self.host} exposes the server beyond this machine; "
@@ -153,7 +162,44 @@ class Settings:
 
 
 def is_loopback_host(host: str) -> bool:
-    return host in {"127.0.0.1", "localhost", "::1", "[::1]"} or host.startswith("127.")
+    """Whether binding to ``host`` keeps the server on this machine.
+
+    A loopback address (``127.0.0.0/8``, ``::1``, ``[::1]``) or ``localhost``; a name that
+    only looks like one (``127.evil.example``) is not.
+    """
+    text = host.strip().lower()
+    if text == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(text.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
+
+
+_HOST_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
+
+
+def is_host_syntax(host: str) -> bool:
+    """Whether ``host`` is an IP address (IPv6 with or without brackets) or a DNS name."""
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+        return True
+    except ValueError:
+        pass
+    labels = host.split(".")
+    return 0 < len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
+
+
+def _check_api_key(key: str) -> None:
+    """An API key clients can send in a header: printable ASCII, no spaces, not empty."""
+    if not key:
+        raise SettingsError(
+            "the API key is empty; give a key, or leave --api-key out to run without one"
+        )
+    if not all("!" <= ch <= "~" for ch in key):
+        raise SettingsError(
+            "the API key must be printable ASCII without spaces (it travels in an HTTP header)"
+        )
 
 
 def default_paths(env: Mapping[str, str]) -> Paths:

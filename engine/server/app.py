@@ -1,13 +1,15 @@
 """``create_app``: the HTTP application, built from explicit dependencies (no globals).
 
-Middleware order, outermost first: body limit, Host check, CORS, API key. CORS sits outside
-the key check so a browser's preflight gets its answer, and a refused origin never gets an
-``Access-Control-Allow-Origin`` grant.
+Middleware order, outermost first: body limit, Host check (loopback binds only), cross-site
+guard, CORS, API key. Everything a request is refused for is checked before its body is
+parsed. CORS sits outside the key check so a browser's preflight gets its answer, and a
+refused origin is a 403 from the guard, never an ``Access-Control-Allow-Origin`` grant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,6 +24,7 @@ from starlette.routing import Route
 from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING, EngineClient
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
+from engine.server.cross_site import CrossSiteGuard
 from engine.server.errors import (
     APIError,
     handle_api_error,
@@ -66,15 +69,18 @@ def create_app(
         *ollama_routes(OllamaServing(serving)),  # last: it ends with an /api catch-all
     ]
 
-    allowed_hosts = set(settings.allowed_hosts)
-    if not is_loopback_host(settings.host) and settings.host not in ("0.0.0.0", "::"):
-        allowed_hosts.add(settings.host)
-    middleware = [
-        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-        Middleware(HostCheckMiddleware, allowed_hosts=frozenset(allowed_hosts)),
+    origins = "^(" + "|".join(settings.allowed_origins) + ")$"
+    middleware = [Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)]
+    if is_loopback_host(settings.host) or not settings.api_key:
+        # Bound beyond loopback, clients use names and addresses no list can hold; the
+        # API key (required there by Settings.validate) guards instead, as in Ollama.
+        hosts = frozenset(settings.allowed_hosts)
+        middleware.append(Middleware(HostCheckMiddleware, allowed_hosts=hosts))
+    middleware += [
+        Middleware(CrossSiteGuard, allowed_origins=re.compile(origins)),
         Middleware(
             CORSMiddleware,
-            allow_origin_regex="^(" + "|".join(settings.allowed_origins) + ")$",
+            allow_origin_regex=origins,
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["authorization", "content-type", "x-api-key"],
             max_age=600,

@@ -9,7 +9,7 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.server.errors import error_response
+from engine.server.errors import refusal
 
 OPEN_PATHS = frozenset({"/health"})
 
@@ -28,7 +28,8 @@ class ApiKeyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        response = error_response(
+        response = refusal(
+            scope,
             401,
             "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'.",
             code="invalid_api_key",

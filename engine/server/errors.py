@@ -12,6 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,9 @@ _TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
     501: "not_implemented_error",
@@ -76,6 +79,20 @@ def error_response(
     return JSONResponse(
         error_body(status, message, param=param, code=code), status_code=status, headers=headers
     )
+
+
+def refusal(
+    scope: Scope, status: int, message: str, *, code: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """A middleware's refusal, in the error shape of the API the path belongs to.
+
+    Ollama's and LM Studio's clients (paths under ``/api``, and Ollama's ``/``) show
+    ``{"error": "..."}`` as is; everything else gets OpenAI's shape.
+    """
+    path = str(scope.get("path", ""))
+    if path in {"/", "/api"} or path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return error_response(status, message, code=code, headers=headers)
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:

@@ -104,12 +104,24 @@ class ModelDirectory:
             self.seen.setdefault(status.model.id, status.model)
         return status
 
+    def canonical(self, name: str) -> str:
+        """The id ``name`` stands for: ids ignore case and surrounding spaces.
+
+        A model seen this session keeps its own spelling (one loaded from a path may have
+        capitals); any other name is the store's form, lowercase.
+        """
+        wanted = name.strip().lower()
+        for known in self.seen:
+            if known.lower() == wanted:
+                return known
+        return wanted
+
     async def all(self) -> list[ModelInfo]:
         """The loaded model first, then models loaded from a path, then the store."""
         return await asyncio.to_thread(self._list_sync, self.status())
 
     async def find(self, name: str) -> ModelInfo | None:
-        """The model called ``name`` (case-insensitive for stored ids), or ``None``."""
+        """The model called ``name`` (in any case, spaces around it dropped), or ``None``."""
         return await asyncio.to_thread(self._find_sync, name, self.status())
 
     def _list_sync(self, status: EngineStatus) -> list[ModelInfo]:
@@ -128,6 +140,7 @@ class ModelDirectory:
         return [_live(info, status) for info in ordered]
 
     def _find_sync(self, name: str, status: EngineStatus) -> ModelInfo | None:
+        name = self.canonical(name)
         info: ModelInfo | None = None
         if self.store is not None:
             # Unknown, malformed or path-like ids are all "not found" to a client.

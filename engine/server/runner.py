@@ -2,6 +2,11 @@
 
 The CLI and the desktop app embed the same runner. The socket is bound here first so a port
 in use is a clear error on the caller's thread, not a log line on the server's.
+
+Connections are bounded for a laptop: at most :data:`MAX_CONNECTIONS` at once (uvicorn
+answers 503 past that), an idle keep-alive connection closes after
+:data:`KEEP_ALIVE_SECONDS`, and a request head must arrive within
+:data:`engine.server.connection.HEAD_SECONDS` (:mod:`engine.server.connection`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,17 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
+from engine.server.connection import HEAD_SECONDS, timed_protocol
+
 logger = logging.getLogger(__name__)
+
+# Longer than the idle expiry of client pools (httpx 5 s, Node 4 s), so a client never sends
+# on a connection the server is closing; short enough that idle sockets do not pile up.
+KEEP_ALIVE_SECONDS = 20
+# IDE plugins, a chat window and scripts use a handful; a laptop gains nothing from more.
+MAX_CONNECTIONS = 64
+# Addresses that bind every interface, and the loopback address a local client uses instead.
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 
 
 class PortInUseError(OSError):
@@ -29,25 +44,41 @@ class ServerRunner:
     signal handlers here (they belong to the main thread's owner).
     """
 
-    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(
+        self, app: ASGIApp, host: str, port: int, *, head_seconds: float = HEAD_SECONDS
+    ) -> None:
+        self.host, self.port = host.removeprefix("[").removesuffix("]"), port
         self._config = uvicorn.Config(
             app,
-            host=host,
+            host=self.host,
             port=port,
             log_config=None,
             access_log=False,
             lifespan="on",  # the app moves engine reading onto this loop
             timeout_graceful_shutdown=3,
             ws="none",
+            http=timed_protocol(head_seconds),
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            limit_concurrency=MAX_CONNECTIONS,
         )
         self._server = uvicorn.Server(self._config)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """The URL a client on this machine uses: never a wildcard such as ``0.0.0.0``.
+
+        A server bound to every interface is reachable on loopback from here whatever the
+        network does (a LAN address changes with DHCP, Wi-Fi and VPNs, and a machine has
+        several), so that is the URL shown and copied; other machines use this machine's
+        address, which their user knows better than the server does.
+        """
+        return _http_url(_WILDCARDS.get(self.host, self.host), self.port)
+
+    @property
+    def bind_url(self) -> str:
+        """The address the socket is bound to (``http://0.0.0.0:11680`` for every interface)."""
+        return _http_url(self.host, self.port)
 
     def start(self, timeout: float = 15.0) -> None:
         """Bind and serve.
@@ -80,6 +111,10 @@ class ServerRunner:
         self._thread = None
 
 
+def _http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on connections whose socket says
@@ -91,13 +126,18 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+    except socket.gaierror as exc:
+        sock.close()
+        raise OSError(
+            exc.errno, f"cannot listen on {host}: no such address here ({exc.strerror})"
+        ) from exc
     except OSError as exc:
         sock.close()
         if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
             raise PortInUseError(
                 exc.errno, f"port {port} on {host} is already in use; pick another with --port"
             ) from exc
-        raise
+        raise OSError(exc.errno, f"cannot listen on {host} port {port}: {exc.strerror}") from exc
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -51,6 +53,23 @@ def test_menu_shows_state_url_and_copies_the_base_url(qtbot: QtBot, desktop: Des
     with qtbot.waitSignal(menu.open_chat):
         next(a for a in menu.actions() if a.text() == "Open chat").trigger()
     assert desktop.chat.isVisible()
+
+
+def test_serving_every_interface_copies_a_reachable_url(
+    make_desktop: Callable[..., DesktopApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bound to 0.0.0.0, the copied URL is loopback (0.0.0.0 is no address to connect to)."""
+    monkeypatch.setenv("SIDELIGHT_HOST", "0.0.0.0")
+    monkeypatch.setenv("SIDELIGHT_API_KEY", "k3y")
+    desktop = make_desktop()
+    menu = desktop.tray.menu
+    entry = open_menu(menu)[1]
+    assert entry.startswith("Copy API URL  http://127.0.0.1:"), entry
+    menu.actions()[1].trigger()
+    url = QApplication.clipboard().text()
+    assert url == entry.removeprefix("Copy API URL  ")
+    answer = httpx.get(f"{url}/models", headers={"Authorization": "Bearer k3y"}, timeout=10)
+    assert answer.status_code == 200
 
 
 def test_switch_to_the_gguf_model_and_back_from_the_menu(

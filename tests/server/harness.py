@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,8 +17,8 @@ from pathlib import Path
 import httpx
 
 from engine.settings import load_settings
-from engine.store import ModelStore
-from engine.store.manifest import Manifest, Source
+from engine.store.facts import folder_size
+from engine.store.manifest import Manifest, Source, write_manifest
 
 TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
 
@@ -130,20 +131,34 @@ def import_gguf(home: Path, gguf: Path, model_id: str) -> None:
     )
 
 
-def store_embedding_model(home: Path, model_id: str = "tiny-embed") -> str:
-    """Put the tiny embedding model into the store under ``home``, as a finished download would."""
-    store = ModelStore(load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir)
-    store.root.mkdir(parents=True, exist_ok=True)
-    staged = store.root / f".staged-{model_id}"
-    shutil.copytree(TINY_EMBED, staged)
+def store_ir_copy(models: Path, model_id: str, source: Path, *, task: str, reasoning: bool) -> None:
+    """Put a copy of an IR folder into the store, as a finished download would."""
+    folder = models / model_id
+    shutil.copytree(source, folder)
+    config = json.loads((source / "config.json").read_text())
     manifest = Manifest(
         id=model_id,
         name=model_id,
         format="ir",
         entry=".",
-        source=Source(kind="convert", path=str(TINY_EMBED)),
-        size_bytes=1,
-        task="embeddings",
+        source=Source(kind="convert", path=str(source)),
+        size_bytes=folder_size(folder),
+        weights="fp32",
+        context_length=config.get("max_position_embeddings"),
+        architecture=config.get("model_type"),
+        task=task,
+        capabilities={
+            "chat_template": task == "chat",
+            "tools": task == "chat",
+            "reasoning": reasoning,
+        },
     )
-    store.commit(staged, manifest)
+    write_manifest(folder, manifest)
+
+
+def store_embedding_model(home: Path, model_id: str = "tiny-embed") -> str:
+    """Put the tiny embedding model into the store under ``home``, as a finished download would."""
+    models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
+    models.mkdir(parents=True, exist_ok=True)
+    store_ir_copy(models, model_id, TINY_EMBED, task="embeddings", reasoning=False)
     return model_id

@@ -98,3 +98,71 @@ def test_no_subcommand_without_a_display_serves_the_demo(sidelight_home: Path) -
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert "no display here" in err and "demo model" in err
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The one ``sidelight: ...`` line of a failed run (log lines may come before it)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("sidelight: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_an_empty_api_key_is_an_error_not_no_key(sidelight_home: Path, tiny_model: Path) -> None:
+    result = serve(sidelight_home, "--model", str(tiny_model), "--api-key", "")
+    assert result.returncode == 2
+    assert "API key is empty" in one_line_error(result)
+
+
+@pytest.mark.parametrize("key", [" ", "two words", "ключ"])
+def test_an_api_key_no_header_can_carry_is_an_error(
+    sidelight_home: Path, tiny_model: Path, key: str
+) -> None:
+    result = serve(sidelight_home, "--model", str(tiny_model), "--api-key", key)
+    assert result.returncode == 2
+    assert "API key" in one_line_error(result)
+
+
+def test_a_name_that_looks_like_loopback_needs_a_key(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """``127.evil.example`` is a DNS name, not a loopback address."""
+    result = serve(sidelight_home, "--model", str(tiny_model), "--host", "127.evil.example")
+    assert result.returncode == 2
+    assert "API key" in one_line_error(result)
+
+
+def test_an_unresolvable_host_is_one_line(sidelight_home: Path, tiny_model: Path) -> None:
+    args = ("--model", str(tiny_model), "--host", "127.evil.example", "--api-key", "k")
+    result = serve(sidelight_home, *args)
+    assert result.returncode == 1
+    assert "cannot listen on 127.evil.example" in one_line_error(result)
+
+
+def test_a_malformed_host_is_one_line(sidelight_home: Path, tiny_model: Path) -> None:
+    result = serve(sidelight_home, "--model", str(tiny_model), "--host", "no such host!")
+    assert result.returncode == 2
+    assert "host must be an IP address or a host name" in one_line_error(result)
+
+
+def test_bound_beyond_loopback_any_host_with_the_key(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """LAN clients send the machine's LAN address as Host; the key is the guard there."""
+    port = free_port()
+    proc = ServerProcess(
+        sidelight_home, tiny_model, "--host", "0.0.0.0", "--api-key", "k3y", port=port
+    )
+    try:
+        proc.wait_ready()
+        url = f"{proc.base_url}/v1/models"
+        lan = {"Host": f"192.168.1.50:{port}"}
+        assert httpx.get(url, headers=lan).status_code == 401
+        ok = httpx.get(url, headers={**lan, "Authorization": "Bearer k3y"})
+        assert ok.status_code == 200
+        evil = {"Host": "evil.example", "Authorization": "Bearer k3y"}
+        assert httpx.get(url, headers=evil).status_code == 200  # the key, not the name, decides
+        # The URL printed for clients is one they can connect to, never 0.0.0.0.
+        assert f"OpenAI base URL: http://127.0.0.1:{port}/v1" in proc.output()
+    finally:
+        assert proc.stop() == 0, proc.output()

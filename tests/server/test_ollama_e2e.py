@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,8 @@ import httpx
 import ollama
 import pytest
 
-from engine.store.facts import folder_size
-from engine.store.manifest import Manifest, Source, write_manifest
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess, import_gguf, running_server
+from tests.server.harness import ServerProcess, import_gguf, running_server, store_ir_copy
 
 TINY_EMBED = ROOT / "tests" / "fixtures" / "tiny-embed"
 
@@ -40,35 +37,10 @@ def server(
     home = tmp_path_factory.mktemp("ollama-home")
     import_gguf(home, tiny_gguf, "tiny-gguf")
     models = home / "models"
-    _store(models, "demo-think", tiny_model, task="chat", reasoning=True)
-    _store(models, "tiny-embed", TINY_EMBED, task="embeddings", reasoning=False)
+    store_ir_copy(models, "demo-think", tiny_model, task="chat", reasoning=True)
+    store_ir_copy(models, "tiny-embed", TINY_EMBED, task="embeddings", reasoning=False)
     with running_server(home, tiny_model) as proc:
         yield proc
-
-
-def _store(models: Path, model_id: str, source: Path, *, task: str, reasoning: bool) -> None:
-    """Put a copy of an IR folder into the store, as a finished download would."""
-    folder = models / model_id
-    shutil.copytree(source, folder)
-    config = json.loads((source / "config.json").read_text())
-    manifest = Manifest(
-        id=model_id,
-        name=model_id,
-        format="ir",
-        entry=".",
-        source=Source(kind="convert", path=str(source)),
-        size_bytes=folder_size(folder),
-        weights="fp32",
-        context_length=config.get("max_position_embeddings"),
-        architecture=config.get("model_type"),
-        task=task,
-        capabilities={
-            "chat_template": task == "chat",
-            "tools": task == "chat",
-            "reasoning": reasoning,
-        },
-    )
-    write_manifest(folder, manifest)
 
 
 @pytest.fixture

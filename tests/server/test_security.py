@@ -136,3 +136,42 @@ async def test_api_key_required_when_set(sidelight_home: Path) -> None:
         right = await c.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
         assert right.status_code == 200
         assert (await c.get("/health")).status_code == 503  # open, but no model yet
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.evil.example",
+        "127.0.0.1.rebind.attacker.example",
+        "127.0.0.1.nip.io:11680",
+        "localhost.evil.example",
+        "evil.localhost.example",
+        "0.0.0.0:11680",
+        "[::]:11680",
+        "::1",  # an IPv6 Host must be bracketed
+        "[::1",
+        "[::1]x",
+        "[127.0.0.1]",
+        "127.0.0.1:port",
+        "127.0.0.1:",
+        "127.1",
+        "",
+    ],
+)
+async def test_hosts_that_only_look_local_get_403(client: httpx.AsyncClient, host: str) -> None:
+    response = await client.get("/v1/models", headers={"Host": host})
+    assert assert_openai_error(response, 403)["code"] == "host_not_allowed"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.8.9.10:1", "LOCALHOST", "tray.localhost:8080", "[::1]", "[0:0:0:0:0:0:0:1]:80"],
+)
+async def test_every_loopback_form_passes(client: httpx.AsyncClient, host: str) -> None:
+    assert (await client.get("/v1/models", headers={"Host": host})).status_code == 200
+
+
+async def test_refusals_on_ollama_paths_use_ollamas_shape(client: httpx.AsyncClient) -> None:
+    response = await client.get("/api/tags", headers={"Host": "evil.example"})
+    assert response.status_code == 403
+    assert isinstance(response.json()["error"], str)

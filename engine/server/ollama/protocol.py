@@ -15,6 +15,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engine.server.fields import (
+    MAX_EMBEDDING_INPUTS,
+    MAX_STOP_SEQUENCES,
+    MAX_TOOLS,
+    Float32,
+    Int64,
+    Seed,
+    check_schema,
+    check_schema_size,
+)
 from engine.server.model_info import ModelInfo
 
 # Recent Ollama clients check the server version; this is one they all accept.
@@ -28,22 +38,71 @@ class _Request(BaseModel):
         return sorted((self.model_extra or {}).keys())
 
 
+# Ollama options with no OpenVINO equivalent: checked like Ollama's decoder checks them (the
+# type, and a Go int64 or float32 holding the value), then ignored.
+_RUNNER_OPTIONS = frozenset(
+    {
+        "num_keep",
+        "num_batch",
+        "num_gpu",
+        "main_gpu",
+        "num_thread",
+        "repeat_last_n",
+        "mirostat",
+        "typical_p",
+        "tfs_z",
+        "mirostat_tau",
+        "mirostat_eta",
+        "numa",
+        "low_vram",
+        "vocab_only",
+        "use_mmap",
+        "use_mlock",
+        "penalize_newline",
+    }
+)
+
+
 class Options(BaseModel):
-    """Ollama's ``options``. Runner settings (``num_gpu``, ``num_thread``, ...) are ignored."""
+    """Ollama's ``options``: every field Ollama knows is type-checked and bounded.
+
+    Sampling values out of their range are clamped where Ollama's sampler clamps them
+    (see :func:`engine.server.ollama.serving.sampling`); numbers no Go ``int``/``float32``
+    holds are a 400, as Ollama's JSON decoder refuses them. Runner settings (``num_gpu``,
+    ``num_thread``, ...) are checked and ignored; unknown names are ignored, as Ollama does.
+    """
 
     model_config = ConfigDict(extra="allow")
 
-    num_ctx: int | None = None
-    num_predict: int | None = None
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    seed: int | None = None
-    stop: list[str] | None = None
-    repeat_penalty: float | None = Field(default=None, gt=0)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    num_ctx: Int64 | None = None
+    num_predict: Int64 | None = None  # -1, -2 (and any value <= 0): until the context is full
+    temperature: Float32 | None = None
+    top_p: Float32 | None = None
+    top_k: Int64 | None = None
+    min_p: Float32 | None = None
+    seed: Seed | None = None  # negative: a random seed
+    stop: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
+    repeat_penalty: Float32 | None = Field(default=None, gt=0)
+    presence_penalty: Float32 | None = None
+    frequency_penalty: Float32 | None = None
+    # Runner settings and samplers GenAI does not have (_RUNNER_OPTIONS).
+    num_keep: Int64 | None = None
+    num_batch: Int64 | None = None
+    num_gpu: Int64 | None = None
+    main_gpu: Int64 | None = None
+    num_thread: Int64 | None = None
+    repeat_last_n: Int64 | None = None
+    mirostat: Int64 | None = None
+    typical_p: Float32 | None = None
+    tfs_z: Float32 | None = None
+    mirostat_tau: Float32 | None = None
+    mirostat_eta: Float32 | None = None
+    numa: bool | None = None
+    low_vram: bool | None = None
+    vocab_only: bool | None = None
+    use_mmap: bool | None = None
+    use_mlock: bool | None = None
+    penalize_newline: bool | None = None
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -51,7 +110,9 @@ class Options(BaseModel):
         return [value] if isinstance(value, str) else value
 
     def ignored(self) -> list[str]:
-        return sorted((self.model_extra or {}).keys())
+        """Options given that Sidelight does not use (``num_ctx`` aside: see log_ignored)."""
+        runner = {name for name in _RUNNER_OPTIONS if getattr(self, name) is not None}
+        return sorted(runner | set(self.model_extra or {}))
 
 
 class ToolCallFunction(BaseModel):
@@ -88,12 +149,25 @@ class _GenerateFields(_Request):
     def _check_format(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
         if isinstance(value, str) and value not in ("", "json"):
             raise ValueError('format must be "json" or a JSON schema object')
+        if isinstance(value, dict):
+            check_schema_size(value)
+            check_schema(value)
         return value or None
 
 
 class ChatRequest(_GenerateFields):
     messages: list[Message] = Field(default_factory=list)
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TOOLS)
+
+    @field_validator("tools")
+    @classmethod
+    def _check_tools(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        for tool in value or []:
+            check_schema_size(tool)
+            function = tool.get("function")
+            if isinstance(function, dict) and isinstance(function.get("parameters"), dict):
+                check_schema(function["parameters"], f"{function.get('name')}.parameters")
+        return value
 
 
 class GenerateRequest(_GenerateFields):
@@ -118,12 +192,24 @@ class ModelRequest(_Request):
 
 
 class EmbedRequest(_Request):
+    """``/api/embed``, bounded like ``/v1/embeddings``: 1 to 2048 texts."""
+
     model: str = Field(min_length=1)
     input: str | list[str]
     truncate: bool = True
     options: Options | None = None
     keep_alive: float | str | None = None
-    dimensions: int | None = Field(default=None, ge=1)
+    dimensions: Int64 | None = Field(default=None, ge=1)
+
+    @field_validator("input")
+    @classmethod
+    def _check_input(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("must not be empty")
+            if len(value) > MAX_EMBEDDING_INPUTS:
+                raise ValueError(f"at most {MAX_EMBEDDING_INPUTS} inputs are allowed per request")
+        return value
 
     def inputs(self) -> list[str]:
         return [self.input] if isinstance(self.input, str) else list(self.input)

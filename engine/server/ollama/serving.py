@@ -18,6 +18,7 @@ from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.openai.serving import OpenAIServing
+from engine.server.sampling import sampling_params
 from engine.worker.messages import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ def not_found(name: str) -> APIError:
 
 def strip_tag(name: str) -> str:
     """``qwen:latest`` -> ``qwen``; other tags stay (and will not match any Sidelight id)."""
-    return name.removesuffix(":latest")
+    name = name.strip()
+    return name[: -len(":latest")] if name.lower().endswith(":latest") else name
 
 
 def unsupported(action: str) -> APIError:
@@ -177,19 +179,31 @@ def _modelfile(info: ModelInfo) -> str:
 
 
 def sampling(options: protocol.Options | None) -> SamplingParams:
-    """Ollama options -> engine sampling (``None`` keeps the model's defaults)."""
+    """Ollama options -> engine sampling (``None`` keeps the model's defaults).
+
+    Clamped as Ollama's sampler clamps them: a negative ``temperature`` is 0 (greedy),
+    ``top_p`` and ``min_p`` are held to [0, 1]. Ollama passes any penalty on; GenAI holds
+    ``presence_penalty`` and ``frequency_penalty`` to [-2, 2], so they are clamped there.
+    """
     if options is None:
         return SamplingParams()
-    return SamplingParams(
-        temperature=options.temperature,
-        top_p=options.top_p,
-        top_k=options.top_k or None,  # 0 disables top-k in Ollama
-        min_p=options.min_p,
-        seed=options.seed,
-        presence_penalty=options.presence_penalty,
-        frequency_penalty=options.frequency_penalty,
+    return sampling_params(
+        temperature=_clamp(options.temperature, 0.0, None),
+        top_p=_clamp(options.top_p, 0.0, 1.0),
+        top_k=options.top_k,  # 0 (or less) disables top-k in Ollama
+        min_p=_clamp(options.min_p, 0.0, 1.0),
+        seed=options.seed,  # -1: random
+        presence_penalty=_clamp(options.presence_penalty, -2.0, 2.0),
+        frequency_penalty=_clamp(options.frequency_penalty, -2.0, 2.0),
         repetition_penalty=options.repeat_penalty,
     )
+
+
+def _clamp(value: float | None, low: float, high: float | None) -> float | None:
+    if value is None:
+        return None
+    value = max(value, low)
+    return value if high is None else min(value, high)
 
 
 def max_tokens(options: protocol.Options | None) -> int | None:

@@ -32,10 +32,7 @@ class EmbedServing:
         body = await self._serving.openai.parse(request, protocol.EmbedRequest)
         log_ignored(request.url.path, body.options)
         info = await self._embedding_model(body.model)
-        texts = body.inputs()
-        if not texts:
-            raise APIError(400, "input must not be empty")
-        result = await self._run(info, texts)
+        result = await self._run(info, body.inputs())
         vectors = [_shorten(v, body.dimensions) for v in result.vectors]
         return JSONResponse(
             {

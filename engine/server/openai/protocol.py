@@ -14,13 +14,23 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import re
 import struct
 import time
 import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from engine.server.fields import (
+    MAX_EMBEDDING_INPUTS,
+    MAX_STOP_SEQUENCES,
+    MAX_TOOLS,
+    Float32,
+    Int64,
+    Seed,
+    check_schema,
+    check_schema_size,
+)
 
 
 class _Request(BaseModel):
@@ -71,29 +81,31 @@ class StreamOptions(BaseModel):
 
 
 class _SamplingFields(_Request):
+    """Sampling fields, bounded as OpenAI bounds them and to what the engine's types hold."""
+
     model: str
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: Int64 | None = Field(default=None, ge=1)
+    temperature: Float32 | None = Field(default=None, ge=0, le=2)
+    top_p: Float32 | None = Field(default=None, ge=0, le=1)  # 0: only the likeliest token
     stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    seed: Seed | None = None  # negative: a random seed
+    presence_penalty: Float32 | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: Float32 | None = Field(default=None, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
     # Extensions beyond OpenAI (vLLM and llama.cpp spell them the same way).
-    top_k: int | None = Field(default=None, ge=-1)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    repetition_penalty: float | None = Field(default=None, gt=0)
+    top_k: Int64 | None = Field(default=None, ge=-1)  # -1 and 0: off
+    min_p: Float32 | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: Float32 | None = Field(default=None, gt=0)
     ignore_eos: bool = False
 
     @field_validator("stop")
     @classmethod
     def _check_stop(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and len(value) > 16:
-            raise ValueError("at most 16 stop sequences are allowed")
+        if isinstance(value, list) and len(value) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed")
         return value
 
     @field_validator("n")
@@ -156,46 +168,15 @@ class ResponseFormat(BaseModel):
         ):
             raise ValueError("json_schema.schema is required when type is 'json_schema'")
         if self.json_schema is not None and self.json_schema.json_schema is not None:
+            check_schema_size(self.json_schema.json_schema)
             check_schema(self.json_schema.json_schema)
         return self
 
 
-_SCHEMA_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
-
-
-def check_schema(schema: Any, path: str = "schema") -> None:
-    """Reject schemas that are not JSON Schema objects (GenAI checks the rest)."""
-    if isinstance(schema, bool):
-        return
-    if not isinstance(schema, dict):
-        raise ValueError(f"{path} must be a JSON Schema object")
-    kinds = schema.get("type")
-    for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
-        if kind not in _SCHEMA_TYPES:
-            raise ValueError(f"{path}.type: unknown JSON Schema type {kind!r}")
-    properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
-        raise ValueError(f"{path}.properties must be an object")
-    for key, value in properties.items():
-        check_schema(value, f"{path}.properties.{key}")
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        raise ValueError(f"{path}.required must be a list of property names")
-    if "items" in schema:
-        check_schema(schema["items"], f"{path}.items")
-    pattern = schema.get("pattern")
-    if pattern is not None:
-        # XGrammar accepts a bad pattern at submit time and fails inside the engine step.
-        try:
-            re.compile(str(pattern))
-        except re.error as exc:
-            raise ValueError(f"{path}.pattern is not a valid regular expression: {exc}") from exc
-
-
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    tools: list[ToolDefinition] | None = None
+    max_completion_tokens: Int64 | None = Field(default=None, ge=1)
+    tools: list[ToolDefinition] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
@@ -221,6 +202,7 @@ class ChatCompletionRequest(_SamplingFields):
         for tool in self.tools or []:
             if tool.function.parameters is not None:
                 try:
+                    check_schema_size(tool.function.parameters)
                     check_schema(tool.function.parameters, f"{tool.function.name}.parameters")
                 except ValueError as exc:
                     raise ValueError(f"tools: {exc}") from exc
@@ -313,7 +295,7 @@ class EmbeddingRequest(_Request):
     model: str
     input: str | list[str] | list[int] | list[list[int]]
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(default=None, ge=1)
+    dimensions: Int64 | None = Field(default=None, ge=1)
     user: str | None = None
 
     @field_validator("input")
@@ -323,9 +305,9 @@ class EmbeddingRequest(_Request):
     ) -> str | list[str] | list[int] | list[list[int]]:
         if isinstance(value, list):
             if not value:
-                raise ValueError("input must not be empty")
-            if len(value) > 2048:
-                raise ValueError("at most 2048 inputs are allowed per request")
+                raise ValueError("must not be empty")
+            if len(value) > MAX_EMBEDDING_INPUTS:
+                raise ValueError(f"at most {MAX_EMBEDDING_INPUTS} inputs are allowed per request")
             if not all(isinstance(v, str) for v in value):
                 raise ValueError("token-id input is not supported; send text")
         return value

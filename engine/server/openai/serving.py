@@ -8,7 +8,6 @@ reached only through :class:`engine.client.EngineClient`'s async streams.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,10 @@ from engine.client import (
 )
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
+from engine.server.json_body import read_json_object
 from engine.server.model_info import ModelDirectory
 from engine.server.openai import protocol
+from engine.server.sampling import sampling_params
 from engine.store import ModelStore, StoreError
 from engine.worker.messages import Finished, OutputConstraint, SamplingParams
 
@@ -42,6 +43,7 @@ M = TypeVar("M", bound=BaseModel)
 # How long a request waits for a model to load before answering 503 + Retry-After.
 LOAD_WAIT_SECONDS = 20.0
 RETRY_AFTER_SECONDS = 5
+_INLINE_PARSE_BYTES = 256 * 1024
 
 _REJECT_STATUS: dict[str, int] = {
     "context_length_exceeded": 400,
@@ -77,13 +79,12 @@ class OpenAIServing:
 
     async def parse(self, request: Request, model_type: type[M]) -> M:
         """Read and validate the JSON body; a bad field is a 400 naming it."""
-        try:
-            raw = await request.body()
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise APIError(400, f"the request body is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise APIError(400, "the request body must be a JSON object")
+        raw = await request.body()
+        # A large body is parsed and checked on a thread: the loop keeps serving streams.
+        if len(raw) > _INLINE_PARSE_BYTES:
+            data = await asyncio.to_thread(read_json_object, raw)
+        else:
+            data = read_json_object(raw)
         try:
             parsed = model_type.model_validate(data)
         except ValidationError as exc:
@@ -106,8 +107,10 @@ class OpenAIServing:
         return await asyncio.to_thread(self._model_cards)  # reads every manifest
 
     async def model_card(self, name: str) -> dict[str, Any]:
-        for card in await self.model_cards():
-            if card["id"] == name:
+        cards = await self.model_cards()
+        wanted = self.models.canonical(name)
+        for card in cards:
+            if card["id"] == wanted:
                 return card
         raise _not_found(name)
 
@@ -134,11 +137,15 @@ class OpenAIServing:
     async def resolve_model(self, name: str) -> ModelSpec:
         """The spec to serve ``name`` with, loading it from the store when needed.
 
+        ``name`` may differ from the id in case and surrounding spaces: a request for
+        ``TINY-CODER`` is served by (and never reloads) the loaded ``tiny-coder``.
+
         Raises:
             APIError: 404 for an unknown (or path-like) name; 503 with Retry-After while a
                 model takes longer than :data:`LOAD_WAIT_SECONDS` to load.
         """
         status = self.models.status()
+        name = self.models.canonical(name)
         if status.model is None or status.model.id != name:
             # Read on the loop: awaiting here would let a second request start the same load.
             spec = self.models.seen.get(name) or self._stored_spec(name)
@@ -175,6 +182,7 @@ class OpenAIServing:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
+        name = self.models.canonical(name)
         spec = self.models.seen.get(name)
         if spec is None:  # reading the store (manifest, config) stays off the event loop
             spec = await asyncio.to_thread(self._stored_spec, name)
@@ -302,10 +310,10 @@ def unavailable(exc: EngineUnavailable) -> APIError:
 
 
 def sampling_from(request: Any) -> SamplingParams:
-    return SamplingParams(
+    return sampling_params(
         temperature=request.temperature,
         top_p=request.top_p,
-        top_k=request.top_k if request.top_k not in (None, -1, 0) else None,
+        top_k=request.top_k,
         min_p=request.min_p,
         seed=request.seed,
         presence_penalty=request.presence_penalty,
