@@ -186,3 +186,32 @@ def test_the_server_lists_around_damaged_entries(
             assert card.status_code == 404, card.text
     assert "skipping the damaged model" in server.output()
     assert os.path.exists(store.root / "capabilities-is-a-list")
+
+
+def test_a_served_gguf_damaged_later_is_refused_before_the_engine_opens_it(
+    sidelight_home: Path, tmp_path: Path
+) -> None:
+    """A GGUF served from a path is remembered for the session; cut short after a switch
+    away, asking for it again is a 422 naming the damage, not a load of a broken file."""
+    store = ModelStore(sidelight_home / "models")
+    add_demo(store, "demo")
+    gguf = tmp_path / "served.gguf"
+    shutil.copyfile(TINY_GGUF, gguf)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    with running_server(sidelight_home, gguf) as server:
+        url = server.base_url
+        first = httpx.post(f"{url}/v1/chat/completions", json={**chat, "model": "served"})
+        assert first.status_code == 200, first.text
+        switched = httpx.post(
+            f"{url}/v1/chat/completions", json={**chat, "model": "demo"}, timeout=60
+        )
+        assert switched.status_code == 200, switched.text
+        with gguf.open("r+b") as file:
+            file.truncate(gguf.stat().st_size // 2)
+        again = httpx.post(f"{url}/v1/chat/completions", json={**chat, "model": "served"})
+        assert again.status_code == 422, again.text
+        error = again.json()["error"]
+        assert error["code"] == "model_damaged" and error["param"] == "model"
+        assert "not a valid GGUF file" in error["message"]
+        health = httpx.get(f"{url}/health").json()
+        assert health["model"] == "demo" and health["restarts"] == 0

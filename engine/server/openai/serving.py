@@ -27,6 +27,8 @@ from engine.client import (
     RequestFailed,
     RequestStream,
 )
+from engine.gguf import GGUFError
+from engine.gguf_check import check_gguf
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.json_body import read_json_object
@@ -148,7 +150,8 @@ class OpenAIServing:
         name = self.models.canonical(name)
         if status.model is None or status.model.id != name:
             # Read on the loop: awaiting here would let a second request start the same load.
-            spec = self.models.seen.get(name) or self._stored_spec(name)
+            seen = self.models.seen.get(name)
+            spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
             if spec.task != "chat":
                 raise APIError(
                     400,
@@ -204,9 +207,18 @@ class OpenAIServing:
         except StoreError as exc:  # path-like ids land here too, before any file access
             raise _not_found(name) from exc
         except ModelError as exc:
-            raise APIError(
-                500, f"the stored model '{name}' is damaged: {exc}", code="model_damaged"
-            ) from exc
+            raise _damaged(name, exc) from exc
+
+    @staticmethod
+    def _recheck(spec: ModelSpec) -> ModelSpec:
+        """Check a GGUF seen earlier again before the engine opens it: the file may have
+        changed since (a cut-short copy). The check is cached by size and mtime."""
+        if spec.path.is_file():
+            try:
+                check_gguf(spec.path)
+            except GGUFError as exc:
+                raise _damaged(spec.id, exc) from exc
+        return spec
 
     async def start(
         self,
@@ -268,6 +280,17 @@ class OpenAIServing:
                 return Collected("".join(pieces), event, logprobs)
             pieces.append(event.text)
         raise APIError(500, "the engine ended the request without a result")
+
+
+def _damaged(name: str, exc: Exception) -> APIError:
+    # 422: the request is fine but names a model whose files cannot be served; the fix is
+    # the person's (remove or re-download it), not a retry.
+    return APIError(
+        422,
+        f"the model '{name}' is damaged: {exc}; remove it (sidelight rm) and download it again",
+        param="model",
+        code="model_damaged",
+    )
 
 
 def _not_found(name: str) -> APIError:
