@@ -1,0 +1,90 @@
+"""What :func:`run` yields: one :class:`Started`, parsed reply events, one :class:`Done`.
+
+The reply events are :mod:`engine.parsing`'s own: :class:`ReasoningText` (thinking),
+:class:`ContentDelta` (answer text), :class:`ToolCallStart` / :class:`ToolCallDelta` /
+:class:`ToolCallEnd` (a tool call, its JSON arguments streamed). A renderer maps each to
+its dialect's chunks and ignores what its dialect has no place for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.parsing import (
+    ContentDelta,
+    ReasoningText,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+# stop: the model ended (or a stop string matched); length: max_tokens or the context;
+# tool_calls: it stopped after calling tools. An engine failure mid-stream is raised as
+# APIError instead, after the events already yielded.
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+@dataclass(frozen=True)
+class Started:
+    """The engine accepted the request: the model that serves it and the prompt's size."""
+
+    model: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Logprobs:
+    """Log-probabilities of the tokens just streamed, in order (when requested)."""
+
+    items: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What the chat window shows and llama.cpp-style ``timings`` report."""
+
+    ttft_seconds: float | None
+    decode_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The last event: why the reply ended, what it cost, and (when a stop string ended it
+    and the engine knows which) the stop sequence."""
+
+    finish_reason: FinishReason
+    usage: Usage
+    timings: Timings
+    stop_sequence: str | None = None
+
+
+PipelineEvent = (
+    Started
+    | ReasoningText
+    | ContentDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | Logprobs
+    | Done
+)
+
+
+@dataclass
+class Reply:
+    """A whole (non-streamed) generation, as :meth:`Pipeline.collect` returns it."""
+
+    started: Started
+    done: Done
+    content: str = ""
+    reasoning: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    logprobs: list[tuple[str, float]] = field(default_factory=list)

@@ -1,0 +1,61 @@
+"""The canonical generation request every dialect translates into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.worker.messages import SamplingParams
+
+# Who asked: for logs and metrics, and for the few rules that differ by dialect.
+Dialect = Literal["openai", "ollama", "lmstudio", "anthropic", "responses", "desktop"]
+ToolMode = Literal["auto", "required", "none"]
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """Whether the model may, must or must not call a tool; ``name`` forces one function."""
+
+    mode: ToolMode = "auto"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One generation, whatever dialect it came in.
+
+    Exactly one of ``messages`` (chat: the template is applied) and ``prompt`` (raw
+    continuation; with ``suffix``, fill-in-the-middle) is set. Every field has been
+    validated by the dialect's protocol module before this object exists.
+
+    Messages use the OpenAI chat shape the chat templates expect: ``role`` (``system``,
+    ``user``, ``assistant``, ``tool``), ``content`` (text), and on assistant turns
+    ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
+    arguments as a JSON string) and optionally ``reasoning_content``; tool results carry
+    ``tool_call_id``. Tools use the OpenAI function-tool shape
+    (``{"type": "function", "function": {"name", "description", "parameters"}}``).
+    """
+
+    model: str
+    dialect: Dialect
+    messages: list[dict[str, Any]] | None = None
+    prompt: str | None = None
+    suffix: str | None = None
+    max_tokens: int | None = None
+    # True: max_tokens is an upper bound clipped to the context (Ollama's num_predict);
+    # False: a demand refused with a 400 when it does not fit (OpenAI's max_tokens).
+    cap_max_tokens: bool = False
+    stop: tuple[str, ...] = ()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    # Structured output: the reply must match this JSON schema (json_object: {"type":
+    # "object"}); ``schema_param`` names the request field in errors.
+    response_schema: dict[str, Any] | None = None
+    schema_param: str = "response_format"
+    # Reasoning models: True/False switches thinking in the chat template; None keeps the
+    # model's default.
+    thinking: bool | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    logprobs: bool = False
