@@ -52,12 +52,14 @@ class ModelChoice:
         return device.kind.upper() in self.devices
 
 
-def server_error_text(exc: BaseException, settings: Settings) -> str:
+def server_error_text(
+    exc: BaseException, settings: Settings, *, where: str = " in Settings"
+) -> str:
     """Why the server did not start, in words for the tray and the Settings dialog."""
     if isinstance(exc, PortInUseError):
         return (
             f"Port {settings.port} on {settings.host} is already in use by another program; "
-            "pick another port in Settings."
+            f"pick another port{where}."
         )
     return str(exc)
 

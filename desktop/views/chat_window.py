@@ -17,7 +17,14 @@ import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeyEvent, QKeySequence
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -391,9 +398,9 @@ class ChatWindow(QWidget):
                 return message["content"]
         return None
 
-    def _render(self) -> None:
+    def _render(self, *, to_end: bool = False) -> None:
         bar = self.transcript.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum() - 4
+        at_bottom = to_end or bar.value() >= bar.maximum() - 4
         pending = Pending(self._pending, self._pending_model) if self._pending is not None else None
         render_transcript(
             self.transcript.document(),
@@ -402,7 +409,12 @@ class ChatWindow(QWidget):
             fallback_model=self.conversation.model or "Assistant",
         )
         if at_bottom:
-            bar.setValue(bar.maximum())
+            self._scroll_to_end()
+
+    def _scroll_to_end(self) -> None:
+        self.transcript.moveCursor(QTextCursor.MoveOperation.End)
+        bar = self.transcript.verticalScrollBar()
+        bar.setValue(bar.maximum())
 
     # ---- a refused message -------------------------------------------------------------
 
@@ -444,6 +456,8 @@ class ChatWindow(QWidget):
         else:
             retry = NoticeAction("Try again", self.retry_failed, "Send the message again")
             self.notice.show_notice(f"The model did not answer: {message}", [retry, edit, remove])
+        # The notice takes room from the transcript: keep the refused message in view.
+        QTimer.singleShot(0, self._scroll_to_end)
         return False
 
     def drop_oldest_and_retry(self) -> None:
@@ -515,7 +529,7 @@ class ChatWindow(QWidget):
         self.last_stats = None
         self.notice.dismiss()
         self.status_strip.reset_reply()
-        self._render()
+        self._render(to_end=True)
         self._sync_history()
         self._sync_title()
 

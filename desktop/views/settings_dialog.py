@@ -129,7 +129,8 @@ class SettingsDialog(QDialog):
         self.host.setToolTip("127.0.0.1 serves this computer only; 0.0.0.0 serves your network")
         self.host.textChanged.connect(self._sync_warning)
         self.port = QSpinBox()
-        self.port.setRange(1, 65535)
+        self.port.setRange(0, 65535)
+        self.port.setSpecialValueText("Any free port")  # 0: the system picks one each start
         self.port.setValue(settings.port)
         form.addRow("Bind address", self.host)
         form.addRow("Port", self.port)
@@ -303,7 +304,7 @@ class SettingsDialog(QDialog):
             self._restore_config()
             where = self.controller.api_base_url
             still = f" Sidelight still serves at {where}." if where else ""
-            self._show_error(f"{server_error_text(exc, new_settings)}{still}")
+            self._show_error(f"{server_error_text(exc, new_settings, where='')}{still}")
             return
         self._saved_config = None
         try:

@@ -125,7 +125,9 @@ def _rule(cursor: QTextCursor) -> None:
     rule = QTextBlockFormat()
     rule.setProperty(QTextFormat.Property.BlockTrailingHorizontalRulerWidth, 1)
     cursor.insertBlock(rule, QTextCharFormat())
-    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+    after = QTextBlockFormat()
+    after.setTopMargin(4)
+    cursor.insertBlock(after, QTextCharFormat())
 
 
 def _dim(cursor: QTextCursor, start: int) -> None:

@@ -86,6 +86,9 @@ def test_drop_oldest_turns_when_the_chat_outgrows_the_context(
         window.send(hello[2]["content"])  # short, but the chat is now too long
     assert finished.args[0] is None
     assert "no longer fits" in window.notice.text
+    # The notice took room from the transcript; the refused message is still in view.
+    bar = window.transcript.verticalScrollBar()
+    qtbot.waitUntil(lambda: 0 < bar.maximum() == bar.value())
     assert {"Drop oldest turns", "New chat"} <= set(window.notice.buttons)
 
     with qtbot.waitSignal(window.reply_finished, timeout=60000) as finished:

@@ -200,6 +200,9 @@ def test_placeholders_fit_and_a_long_folder_is_elided_in_the_middle(
         placeholder = field.placeholderText()
         assert field.width() > field.fontMetrics().horizontalAdvance(placeholder) + 8, placeholder
     assert not any(cli in dialog.api_key.placeholderText() for cli in ("--", "SIDELIGHT_"))
+    # Port 0 (any free port, as these tests run) is shown as such, not clamped to port 1.
+    assert desktop.controller.settings.port == 0
+    assert dialog.port.value() == 0 and dialog.port.text() == "Any free port"
 
     deep = tmp_path.joinpath(*(f"a-rather-long-folder-name-{i}" for i in range(8)), "models")
     dialog.models_dir.set_path(deep)
