@@ -134,6 +134,28 @@ def test_a_port_in_use_keeps_the_dialog_the_old_server_and_the_old_config(
         httpx.get(f"{old_url}/health", timeout=5)  # the old server stopped only then
 
 
+def test_a_new_key_on_the_same_port_restarts_the_server_there(
+    qtbot: QtBot, desktop: DesktopApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SIDELIGHT_PORT")
+    controller, port = desktop.controller, free_port()
+    dialog = open_settings(desktop)
+    dialog.port.setValue(port)
+    with qtbot.waitSignal(controller.server_changed, timeout=15000):
+        dialog.save()
+    url = f"http://127.0.0.1:{port}"
+    assert httpx.get(f"{url}/v1/models", timeout=10).status_code == 200
+
+    dialog = open_settings(desktop)
+    dialog.api_key.setText("k" * 24)  # the port stays: the old server lets go of it first
+    with qtbot.waitSignal(controller.server_changed, timeout=15000):
+        dialog.save()
+    assert not dialog.isVisible() and controller.server_url == url
+    assert httpx.get(f"{url}/v1/models", timeout=10).status_code == 401
+    headers = {"Authorization": "Bearer " + "k" * 24}
+    assert httpx.get(f"{url}/v1/models", headers=headers, timeout=10).status_code == 200
+
+
 def test_the_api_key_can_be_shown_and_copied(desktop: DesktopApp) -> None:
     dialog = open_settings(desktop)
     assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Password
