@@ -37,6 +37,11 @@ from engine.store.catalog import Catalog, CatalogEntry, MachineInfo
 
 logger = logging.getLogger(__name__)
 
+NO_TRAY_NOTICE = (
+    "This desktop shows no tray icons, so Sidelight runs in this window; closing it quits "
+    "Sidelight."
+)
+
 
 class DesktopApp(QObject):
     """The running tray app: controller, tray icon, chat window and dialogs."""
@@ -81,7 +86,12 @@ class DesktopApp(QObject):
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray.show()
         else:
+            # GNOME without the AppIndicator extension, for one: an icon nobody could see.
             logger.warning("no system tray here: showing the chat window instead")
+            chat = self.chat
+            chat.escape_hides = False  # nothing could bring it back
+            chat.closed.connect(self.quit)  # and nothing else offers Quit
+            chat.notice.show_notice(NO_TRAY_NOTICE)
             self.show_chat()
         if not self.controller.state.welcomed and len(self.controller.models()) <= 1:
             self.tasks.run_in_background(_recommendation, self._on_recommendation)
@@ -104,7 +114,11 @@ class DesktopApp(QObject):
     @property
     def chat(self) -> ChatWindow:
         if self._chat is None:
-            self._chat = ChatWindow(self.controller, self.tasks, self.history, self.chat_options)
+            chat = ChatWindow(self.controller, self.tasks, self.history, self.chat_options)
+            chat.open_settings.connect(self.show_settings)
+            chat.open_models.connect(self.show_models)
+            chat.quit_requested.connect(self.quit)
+            self._chat = chat
         return self._chat
 
     def show_chat(self) -> None:
@@ -143,7 +157,7 @@ class DesktopApp(QObject):
         controller.state.welcomed = True
         controller.state.save(controller.settings.paths.config_dir)
         recommended = self._recommended
-        dialog = WelcomeDialog(controller.api_base_url, recommended)
+        dialog = WelcomeDialog(controller.api_base_url, recommended, in_tray=self.tray.isVisible())
         dialog.accepted.connect(lambda: self.show_models(recommended.id if recommended else None))
         dialog.setModal(False)
         dialog.show()

@@ -130,28 +130,3 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, APIError):
         return exc.message
     return f"the reply failed: {exc}"
-
-
-def transcript_markdown(
-    messages: list[dict[str, str]], assistant_name: str, pending: str | None = None
-) -> str:
-    """The conversation as Markdown for the chat view (code blocks stay code blocks)."""
-    parts = []
-    for message in messages:
-        role = message["role"]
-        if role == "system":
-            continue
-        who = "You" if role == "user" else assistant_name
-        if role == "error":
-            parts.append(f"> **Error:** {message['content']}")
-            continue
-        parts.append(f"**{who}**\n\n{_closed_fences(message['content'])}")
-    if pending is not None:
-        parts.append(f"**{assistant_name}**\n\n{_closed_fences(pending) or '…'}")
-    return "\n\n---\n\n".join(parts) + "\n"
-
-
-def _closed_fences(text: str) -> str:
-    """Close a code fence that is still streaming so the rest does not render as code."""
-    fences = sum(1 for line in text.splitlines() if line.lstrip().startswith("```"))
-    return text + "\n```" if fences % 2 else text

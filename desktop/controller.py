@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,18 @@ class ModelChoice:
 
     def runs_on(self, device: DeviceInfo) -> bool:
         return device.kind.upper() in self.devices
+
+
+def server_error_text(
+    exc: BaseException, settings: Settings, *, where: str = " in Settings"
+) -> str:
+    """Why the server did not start, in words for the tray and the Settings dialog."""
+    if isinstance(exc, PortInUseError):
+        return (
+            f"Port {settings.port} on {settings.host} is already in use by another program; "
+            f"pick another port{where}."
+        )
+    return str(exc)
 
 
 def demo_choice() -> ModelChoice:
@@ -154,30 +167,65 @@ class Controller(QObject):
     # ---- the HTTP server ---------------------------------------------------------------
 
     def start_server(self) -> None:
-        """(Re)start the server with the current settings, off the GUI thread."""
+        """Start the server with the current settings, off the GUI thread."""
         settings, store = self.settings, self.store
 
-        def restart() -> str:
+        def start() -> str:
             with self._server_lock:
                 if self._runner is not None:
                     self._runner.stop()
                     self._runner = None
-                app = create_app(settings, self.engine, store)
-                runner = ServerRunner(app, settings.host, settings.port)
+                runner = ServerRunner(
+                    create_app(settings, self.engine, store), settings.host, settings.port
+                )
                 runner.start()
                 self._runner = runner
                 return runner.url
 
-        self.tasks.run_in_background(restart, self._on_server_started)
+        self.tasks.run_in_background(start, self._on_server_started)
 
     def _on_server_started(self, future: Future[str]) -> None:
         try:
             self.server_url, self.server_error = future.result(), None
             logger.info("serving on %s/v1", self.server_url)
-        except (PortInUseError, RuntimeError, OSError) as exc:
-            self.server_url, self.server_error = None, str(exc)
-            self.notify.emit("Sidelight server not started", str(exc), True)
+        except (RuntimeError, OSError) as exc:
+            self.server_url, self.server_error = None, server_error_text(exc, self.settings)
+            self.notify.emit("Sidelight server not started", self.server_error, True)
         self.server_changed.emit()
+
+    def _replace_server(self, settings: Settings, store: ModelStore) -> str:
+        """Start a server for ``settings``; stop the old one only once the new one listens.
+
+        On the same port the old server must let go of it first; if the new one then fails,
+        the old one is started again. Worker thread.
+
+        Raises:
+            PortInUseError, RuntimeError, OSError: the new server did not start (the old one,
+                if any, still serves).
+        """
+        with self._server_lock:
+            old, old_settings, old_store = self._runner, self.settings, self.store
+            runner = ServerRunner(
+                create_app(settings, self.engine, store), settings.host, settings.port
+            )
+            same_port = old is not None and settings.port == old.port
+            if old is not None and same_port:
+                old.stop()
+            try:
+                runner.start()
+            except (RuntimeError, OSError):
+                if old is not None and same_port:
+                    self._runner = None
+                    again = ServerRunner(
+                        create_app(old_settings, self.engine, old_store), old.host, old.port
+                    )
+                    again.start()
+                    self._runner = again
+                raise
+            if old is not None and not same_port:
+                old.stop()
+            self._runner = runner
+            return runner.url
 
     @property
     def api_base_url(self) -> str | None:
@@ -261,16 +309,50 @@ class Controller(QObject):
 
     # ---- settings ----------------------------------------------------------------------
 
-    def apply_settings(self, settings: Settings) -> None:
-        """Use new settings: a new store folder, and a server restart if its options moved."""
-        old, self.settings = self.settings, settings
-        self.store = ModelStore.from_settings(settings)
-        self.serving = OpenAIServing(self.engine, self.store)
-        self.refresh_models()
+    def apply_settings(
+        self, settings: Settings, on_done: Callable[[Exception | None], None] | None = None
+    ) -> None:
+        """Use new settings; returns at once and calls ``on_done(None)`` once they apply.
+
+        When the server's options moved, the new server starts first and the old one stops
+        only once the new one listens. If it cannot start (a port in use...), nothing
+        changes: the old server keeps serving and ``on_done`` gets the error.
+        """
         server_keys = ("host", "port", "api_key", "allowed_origins", "allowed_hosts")
+        old = self.settings
         moved = old.paths.models_dir != settings.paths.models_dir  # the server lists the store
-        if moved or any(getattr(old, k) != getattr(settings, k) for k in server_keys):
-            self.start_server()
+        store = ModelStore.from_settings(settings)
+        if not moved and all(getattr(old, k) == getattr(settings, k) for k in server_keys):
+            self._use_settings(settings, store)
+            if on_done is not None:
+                on_done(None)
+            return
+
+        def replaced(future: Future[str]) -> None:
+            try:
+                url = future.result()
+            except (RuntimeError, OSError) as exc:
+                logger.warning("settings not applied: the new server did not start: %s", exc)
+                if self._runner is None:  # the old one could not come back either
+                    self.server_url = None
+                    self.server_error = server_error_text(exc, settings)
+                    self.server_changed.emit()
+                if on_done is not None:
+                    on_done(exc)
+                return
+            self._use_settings(settings, store)
+            self.server_url, self.server_error = url, None
+            logger.info("serving on %s/v1", url)
+            self.server_changed.emit()
+            if on_done is not None:
+                on_done(None)
+
+        self.tasks.run_in_background(lambda: self._replace_server(settings, store), replaced)
+
+    def _use_settings(self, settings: Settings, store: ModelStore) -> None:
+        self.settings, self.store = settings, store
+        self.serving = OpenAIServing(self.engine, store)
+        self.refresh_models()
 
     # ---- engine status -----------------------------------------------------------------
 

@@ -2,6 +2,10 @@
 
 Qt-free. Files are small and written atomically (temporary file, then rename), so the chat
 window saves on the GUI thread after each reply without a noticeable pause.
+
+A message is a plain JSON object (:class:`ChatMessage`). Beside its text it carries state the
+window shows but never sends to the model: who answered, whether the reply was stopped,
+whether the model refused the message, whether the person dropped it from the context.
 """
 
 from __future__ import annotations
@@ -14,26 +18,53 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 logger = logging.getLogger(__name__)
 
 _TITLE_LENGTH = 48
 
+Role = Literal["user", "assistant", "error"]
+_ROLES: tuple[Role, ...] = ("user", "assistant", "error")
+
+
+class ChatMessage(TypedDict):
+    """One entry of a conversation. ``error`` entries are shown only, never sent."""
+
+    role: Role
+    content: str
+    model: NotRequired[str]  # assistant: the model that wrote the reply
+    stopped: NotRequired[bool]  # assistant: the person stopped the reply
+    failed: NotRequired[bool]  # user: the model refused it, so it is not part of the chat
+    dropped: NotRequired[bool]  # dropped from the context: shown, no longer sent
+
+
+def sent_to_model(message: ChatMessage) -> bool:
+    """Whether the model sees ``message`` on the next turn."""
+    return (
+        message["role"] in ("user", "assistant")
+        and not message.get("failed", False)
+        and not message.get("dropped", False)
+    )
+
 
 @dataclass
 class Conversation:
-    """One chat: its messages (``user``, ``assistant`` and shown-only ``error`` entries)."""
+    """One chat: its messages, its system prompt and an optional name the person gave it."""
 
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     system_prompt: str = ""
-    messages: list[dict[str, str]] = field(default_factory=list)
-    model: str | None = None
+    messages: list[ChatMessage] = field(default_factory=list)
+    model: str | None = None  # the model of the last reply (older files: of every reply)
+    name: str | None = None
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
 
     @property
     def title(self) -> str:
+        """The name the person gave, else the first message (shortened), else "New chat"."""
+        if self.name:
+            return self.name
         for message in self.messages:
             if message["role"] == "user":
                 text = " ".join(message["content"].split())
@@ -41,30 +72,67 @@ class Conversation:
         return "New chat"
 
     def engine_messages(self) -> list[dict[str, Any]]:
-        """What the model sees: the system prompt, then user and assistant turns."""
+        """What the model sees: the system prompt, then the user and assistant turns that
+        were neither refused nor dropped. Markers such as *(stopped)* are never part of it."""
         turns: list[dict[str, Any]] = []
         if self.system_prompt.strip():
             turns.append({"role": "system", "content": self.system_prompt.strip()})
         turns.extend(
-            {"role": m["role"], "content": m["content"]}
-            for m in self.messages
-            if m["role"] in ("user", "assistant")
+            {"role": m["role"], "content": m["content"]} for m in self.messages if sent_to_model(m)
         )
         return turns
+
+    def take_failed(self) -> str | None:
+        """Remove the last refused message and the errors after it; return its text."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if message["role"] == "user" and message.get("failed", False):
+                if all(m["role"] == "error" for m in self.messages[index + 1 :]):
+                    del self.messages[index:]
+                    return message["content"]
+                return None
+        return None
+
+    def drop_oldest_turn(self) -> bool:
+        """Drop the oldest turn still sent (a user message and its replies) from the context.
+
+        The messages stay in the conversation, marked ``dropped``. Returns False when no turn
+        is left to drop.
+        """
+        start = next((i for i, m in enumerate(self.messages) if sent_to_model(m)), None)
+        if start is None:
+            return False
+        end = start + 1
+        while end < len(self.messages) and self.messages[end]["role"] != "user":
+            end += 1
+        for message in self.messages[start:end]:
+            message["dropped"] = True
+        return True
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Conversation:
         return cls(
             id=str(data["id"]),
             system_prompt=str(data.get("system_prompt", "")),
-            messages=[
-                {"role": str(m["role"]), "content": str(m["content"])}
-                for m in data.get("messages", [])
-            ],
+            messages=[_message(m) for m in data.get("messages", [])],
             model=data.get("model"),
+            name=str(data["name"]) if data.get("name") else None,
             created=float(data.get("created", 0)),
             updated=float(data.get("updated", 0)),
         )
+
+
+def _message(data: dict[str, Any]) -> ChatMessage:
+    role = str(data["role"])
+    if role not in _ROLES:
+        raise ValueError(f"unknown message role {role!r}")
+    message = ChatMessage(role=role, content=str(data["content"]))
+    if data.get("model"):
+        message["model"] = str(data["model"])
+    for flag in ("stopped", "failed", "dropped"):
+        if data.get(flag):
+            message[flag] = True
+    return message
 
 
 class ChatHistory:
@@ -85,11 +153,18 @@ class ChatHistory:
                 logger.warning("skipping unreadable conversation %s", path)
         return sorted(conversations, key=lambda c: c.updated, reverse=True)
 
-    def save(self, conversation: Conversation) -> None:
-        """Write ``conversation`` (only once it has messages: empty chats are not kept)."""
+    def get(self, conversation_id: str) -> Conversation | None:
+        return next((c for c in self.list() if c.id == conversation_id), None)
+
+    def save(self, conversation: Conversation, *, touch: bool = True) -> None:
+        """Write ``conversation`` (only once it has messages: empty chats are not kept).
+
+        ``touch=False`` keeps its place in the list (a rename is not new activity).
+        """
         if not conversation.messages:
             return
-        conversation.updated = time.time()
+        if touch:
+            conversation.updated = time.time()
         self.folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(asdict(conversation), ensure_ascii=False, indent=1)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".chat-", suffix=".tmp")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from desktop.controller import Controller
 from desktop.metrics import format_bytes
 from desktop.taskman import TaskManager
+from desktop.views.screen import fit_to_screen
 from engine.models import ModelError
 from engine.store import StoredModel, StoreError
 from engine.store.catalog import Catalog, Fit, MachineInfo
@@ -105,8 +106,8 @@ class ModelManager(QDialog):
         self._job_kind: str | None = None
         self._installed: set[str] = set()  # ids in the store, as of the last _fill_installed
         self.setWindowTitle("Sidelight models")
-        self.resize(760, 560)
         self._build()
+        fit_to_screen(self, QSize(760, 560))
         controller.models_changed.connect(self._fill_installed)
         self._fill_installed()  # fills the catalog too
         if machine is None:

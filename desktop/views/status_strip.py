@@ -124,6 +124,11 @@ class StatusStrip(QWidget):
             self.ttft_seconds = ttft_seconds
         self._render()
 
+    def reset_reply(self) -> None:
+        """Forget the last reply's figures (a new or another chat has none yet)."""
+        self.tokens_per_second = self.ttft_seconds = None
+        self._render()
+
     def _render(self) -> None:
         memory = self.memory
         if memory is not None:

@@ -5,8 +5,10 @@ Threading: GUI thread only.
 
 from __future__ import annotations
 
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
+from desktop.views.screen import fit_to_screen
 from engine.store.catalog import CatalogEntry
 
 
@@ -14,7 +16,12 @@ class WelcomeDialog(QDialog):
     """Accepted means "show me that model in the model manager"."""
 
     def __init__(
-        self, api_url: str | None, recommended: CatalogEntry | None, parent: QWidget | None = None
+        self,
+        api_url: str | None,
+        recommended: CatalogEntry | None,
+        *,
+        in_tray: bool = True,
+        parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Welcome to Sidelight")
@@ -31,7 +38,12 @@ class WelcomeDialog(QDialog):
                 f"<b>{recommended.name}</b> ({recommended.download_gb:.2f} GB download, about "
                 f"{recommended.memory_gb:g} GB of memory while loaded).</p>"
             )
-        text += "<p>Sidelight lives in the system tray; its menu switches models and devices.</p>"
+        if in_tray:
+            text += (
+                "<p>Sidelight lives in the system tray; its menu switches models and devices.</p>"
+            )
+        else:
+            text += "<p>The chat window's <b>More</b> menu opens the models and the settings.</p>"
         label = QLabel(text)
         label.setWordWrap(True)
         buttons = QDialogButtonBox()
@@ -43,4 +55,4 @@ class WelcomeDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(label)
         layout.addWidget(buttons)
-        self.resize(460, 220)
+        fit_to_screen(self, QSize(460, 220))

@@ -1,4 +1,5 @@
-"""Fixtures for the tray app: real widgets (offscreen Qt), a real engine on the tiny model.
+"""Fixtures for the tray app: real widgets (offscreen Qt on a small laptop screen), a real
+engine on the tiny model.
 
 One engine worker serves the whole desktop session (starting one costs a second or two);
 each test gets its own Sidelight home, settings, controller and windows on top of it, and
@@ -8,12 +9,16 @@ each test gets its own Sidelight home, settings, controller and windows on top o
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-# Before any QApplication exists (pytest-qt creates it on first use).
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Before any QApplication exists (pytest-qt creates it on first use). The offscreen screen
+# is the laptop windows must fit: 1366x768 at 125 %, so 1093x614 logical pixels.
+os.environ.setdefault(
+    "QT_QPA_PLATFORM",
+    f"offscreen:configfile={Path(__file__).with_name('laptop-screen.json')}",
+)
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot

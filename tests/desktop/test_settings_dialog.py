@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PySide6.QtCore import QPoint, QRect
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
@@ -47,7 +49,7 @@ def test_save_writes_config_and_moves_the_server(
     port = free_port()
     dialog.port.setValue(port)
     dialog.origins.setPlainText("https://chat\\.example\\.org")
-    dialog.models_dir.setText(str(tmp_path / "my-models"))
+    dialog.models_dir.set_path(tmp_path / "my-models")
     with qtbot.waitSignal(desktop.controller.server_changed, timeout=15000):
         dialog.save()
     assert not dialog.isVisible()
@@ -87,6 +89,151 @@ def test_leaving_loopback_requires_an_api_key(desktop: DesktopApp) -> None:
     assert not desktop.controller.settings.paths.config_file.exists()
     dialog.api_key.setText("a-long-secret-key")
     assert "Set an API key first" not in dialog.warning.text()
+    dialog.reject()
+
+
+def test_a_port_in_use_keeps_the_dialog_the_old_server_and_the_old_config(
+    qtbot: QtBot, desktop: DesktopApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SIDELIGHT_PORT")
+    controller = desktop.controller
+    old_url, old_settings = controller.server_url, controller.settings
+    config_file = old_settings.paths.config_file
+    save_config(old_settings.paths, {"device": "CPU"})  # a config the person had
+    before = config_file.read_bytes()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy_port = taken.getsockname()[1]
+        dialog = open_settings(desktop)
+        dialog.port.setValue(busy_port)
+        dialog.save()
+        qtbot.waitUntil(lambda: dialog.error.text() != "", timeout=15000)
+
+    assert dialog.isVisible()
+    assert f"Port {busy_port} on 127.0.0.1 is already in use" in dialog.error.text()
+    assert f"still serves at {old_url}/v1" in dialog.error.text()
+    assert "--port" not in dialog.error.text()
+    assert dialog.buttons.button(QDialogButtonBox.StandardButton.Save).isEnabled()
+    # The old server still answers, and nothing was changed or kept.
+    assert controller.server_url == old_url and controller.server_error is None
+    assert httpx.get(f"{old_url}/health", timeout=10).json()["status"] == "ready"
+    assert controller.settings is old_settings
+    assert config_file.read_bytes() == before
+    assert json.loads(config_file.read_text()) == {"device": "CPU"}
+
+    # The error goes once the input changes; a free port then works.
+    port = free_port()
+    dialog.port.setValue(port)
+    assert dialog.error.isHidden()
+    with qtbot.waitSignal(controller.server_changed, timeout=15000):
+        dialog.save()
+    assert not dialog.isVisible()
+    assert controller.server_url == f"http://127.0.0.1:{port}"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{old_url}/health", timeout=5)  # the old server stopped only then
+
+
+def test_a_new_key_on_the_same_port_restarts_the_server_there(
+    qtbot: QtBot, desktop: DesktopApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SIDELIGHT_PORT")
+    controller, port = desktop.controller, free_port()
+    dialog = open_settings(desktop)
+    dialog.port.setValue(port)
+    with qtbot.waitSignal(controller.server_changed, timeout=15000):
+        dialog.save()
+    url = f"http://127.0.0.1:{port}"
+    assert httpx.get(f"{url}/v1/models", timeout=10).status_code == 200
+
+    dialog = open_settings(desktop)
+    dialog.api_key.setText("k" * 24)  # the port stays: the old server lets go of it first
+    with qtbot.waitSignal(controller.server_changed, timeout=15000):
+        dialog.save()
+    assert not dialog.isVisible() and controller.server_url == url
+    assert httpx.get(f"{url}/v1/models", timeout=10).status_code == 401
+    headers = {"Authorization": "Bearer " + "k" * 24}
+    assert httpx.get(f"{url}/v1/models", headers=headers, timeout=10).status_code == 200
+
+
+def test_the_api_key_can_be_shown_and_copied(desktop: DesktopApp) -> None:
+    dialog = open_settings(desktop)
+    assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Password
+    dialog.generate_key.click()
+    key = dialog.api_key.text()
+    assert len(key) >= 24
+    assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Normal  # a new key is shown
+    dialog.show_key.click()
+    assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Password
+    assert dialog.show_key.text() == "Show"
+    dialog.copy_key.click()
+    assert QApplication.clipboard().text() == key
+    assert dialog.copy_key.text() == "Copied"
+    dialog.reject()
+
+
+def test_errors_use_plain_words_and_go_when_the_input_changes(desktop: DesktopApp) -> None:
+    dialog = open_settings(desktop)
+    dialog.host.setText("0.0.0.0")
+    dialog.save()
+    text = dialog.error.text()
+    assert dialog.isVisible() and not dialog.error.isHidden()
+    assert "API key" in text and "Generate" in text
+    for cli in ("--api-key", "SIDELIGHT_API_KEY", "--port"):
+        assert cli not in text
+    dialog.api_key.setText("a-long-secret-key")
+    assert dialog.error.isHidden() and dialog.error.text() == ""
+    dialog.reject()
+
+
+def test_the_dialog_grows_so_nothing_is_clipped(qtbot: QtBot, desktop: DesktopApp) -> None:
+    dialog = open_settings(desktop)
+    qtbot.waitExposed(dialog)
+
+    def whole(widget: QWidget) -> bool:
+        top_left = widget.mapTo(dialog, QPoint(0, 0))
+        return dialog.rect().contains(QRect(top_left, widget.size()))
+
+    dialog.host.setText("0.0.0.0")  # the two-line warning appears
+    qtbot.wait(10)
+    warning = dialog.warning
+    assert warning.isVisible()
+    assert warning.height() >= warning.heightForWidth(warning.width())
+    assert whole(warning) and whole(dialog.origins)
+    below = dialog.origins.mapTo(dialog, QPoint(0, 0)).y()
+    assert below >= warning.mapTo(dialog, QPoint(0, 0)).y() + warning.height()
+    dialog.save()  # and the error under the rows
+    qtbot.wait(10)
+    assert dialog.error.isVisible() and whole(dialog.error)
+    assert dialog.error.height() >= dialog.error.heightForWidth(dialog.error.width())
+    buttons = dialog.buttons
+    assert whole(buttons) and buttons.mapTo(dialog, QPoint(0, 0)).y() >= (
+        dialog.error.mapTo(dialog, QPoint(0, 0)).y() + dialog.error.height()
+    )
+    dialog.reject()
+
+
+def test_placeholders_fit_and_a_long_folder_is_elided_in_the_middle(
+    qtbot: QtBot, desktop: DesktopApp, tmp_path: Path
+) -> None:
+    dialog = open_settings(desktop)
+    qtbot.waitExposed(dialog)
+    for field in (dialog.api_key, dialog.origins):
+        placeholder = field.placeholderText()
+        assert field.width() > field.fontMetrics().horizontalAdvance(placeholder) + 8, placeholder
+    assert not any(cli in dialog.api_key.placeholderText() for cli in ("--", "SIDELIGHT_"))
+    # Port 0 (any free port, as these tests run) is shown as such, not clamped to port 1.
+    assert desktop.controller.settings.port == 0
+    assert dialog.port.value() == 0 and dialog.port.text() == "Any free port"
+
+    deep = tmp_path.joinpath(*(f"a-rather-long-folder-name-{i}" for i in range(8)), "models")
+    dialog.models_dir.set_path(deep)
+    label = dialog.models_dir
+    assert "…" in label.text()
+    assert label.text().startswith(str(deep)[:3]) and label.text().endswith("models")
+    assert label.toolTip() == str(deep)
+    assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
+    assert dialog.screen().availableGeometry().contains(dialog.frameGeometry())
     dialog.reject()
 
 
