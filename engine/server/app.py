@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -28,6 +28,7 @@ from engine.server.cross_site import CrossSiteGuard
 from engine.server.errors import (
     APIError,
     handle_api_error,
+    handle_disconnect,
     handle_http_exception,
     handle_unexpected,
 )
@@ -103,6 +104,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={
             APIError: handle_api_error,
+            ClientDisconnect: handle_disconnect,
             HTTPException: handle_http_exception,
             Exception: handle_unexpected,
         },

@@ -110,6 +110,16 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return error_response(status, detail, headers=getattr(exc, "headers", None))
 
 
+async def handle_disconnect(request: Request, exc: Exception) -> Response:
+    """A client that hung up before its body arrived: routine, not a server error.
+
+    Nobody reads the answer; returning one keeps the exception from reaching the server's
+    last-resort handler, which would log it as a crash.
+    """
+    logger.info("client went away during %s %s", request.method, request.url.path)
+    return Response(status_code=499)
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -522,3 +524,22 @@ def test_junk_in_any_top_level_field_is_never_a_5xx(http: httpx.Client, path: st
 def test_unparseable_bodies_are_400(http: httpx.Client, path: str, raw: bytes) -> None:
     message, _ = error_of(post(http, path, raw), 400)
     assert "Traceback" not in message
+
+
+def test_a_client_gone_mid_body_is_no_error(server: ServerProcess) -> None:
+    """A client that hangs up halfway through its body (a slowloris giving up) is routine:
+    the server notes it, logs no traceback and stays healthy."""
+    before = server.output().count("Traceback")
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mo'
+            )
+            time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while "client went away" not in server.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "client went away" in server.output()
+    assert server.output().count("Traceback") == before, server.output()[-3000:]
+    assert server.health().json()["status"] == "ready"
