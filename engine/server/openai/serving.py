@@ -36,7 +36,7 @@ from engine.server.model_info import ModelDirectory
 from engine.server.openai import protocol
 from engine.server.sampling import sampling_params
 from engine.store import ModelStore, StoreError
-from engine.worker.messages import Finished, OutputConstraint, SamplingParams
+from engine.worker.messages import Finished, GenerationRequest, OutputConstraint, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -242,17 +242,19 @@ class OpenAIServing:
         """
         try:
             stream = self.engine.submit(
-                messages=messages,
-                prompt=prompt,
-                max_tokens=max_tokens,
-                stop=stop,
-                sampling=sampling,
-                chat_template_kwargs=chat_template_kwargs,
-                tools=tools,
-                constraint=constraint,
-                suffix=suffix,
-                logprobs=logprobs,
-                cap_max_tokens=cap_max_tokens,
+                GenerationRequest(
+                    messages=messages,
+                    prompt=prompt,
+                    max_tokens=max_tokens,
+                    stop=stop,
+                    sampling=sampling,
+                    chat_template_kwargs=chat_template_kwargs or {},
+                    tools=tools,
+                    constraint=constraint,
+                    suffix=suffix,
+                    logprobs=logprobs,
+                    cap_max_tokens=cap_max_tokens,
+                )
             )
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
