@@ -20,6 +20,7 @@ from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
 from engine.server.ollama.serving_embed import EmbedServing
 from engine.server.ollama.serving_generate import GenerationServing
+from engine.server.request_body import parse_body
 from engine.server.streaming import ClientGone
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def ollama_routes(serving: OllamaServing) -> list[Route]:
         return JSONResponse(await serving.ps())
 
     async def show(request: Request) -> Response:
-        body = await serving.openai.parse(request, protocol.ModelRequest)
+        body = await parse_body(request, protocol.ModelRequest)
         return JSONResponse(await serving.show(body.target()))
 
     def refuse(action: str) -> Handler:
