@@ -25,7 +25,7 @@ from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
 from engine.server.app import create_app
-from engine.server.openai.serving import OpenAIServing
+from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings
 from engine.store import ModelStore, StoreError
@@ -92,7 +92,7 @@ class Controller(QObject):
         self._owns_engine = engine is None
         self.engine = engine or EngineClient(settings)
         self.store = ModelStore.from_settings(settings)
-        self.serving = OpenAIServing(self.engine, self.store)
+        self.pipeline = Pipeline(self.engine, self.store)
         self.state = DesktopState.load(settings.paths.config_dir)
         self.devices: list[DeviceInfo] | None = devices
         self.server_url: str | None = None
@@ -265,7 +265,7 @@ class Controller(QObject):
         """Use new settings: a new store folder, and a server restart if its options moved."""
         old, self.settings = self.settings, settings
         self.store = ModelStore.from_settings(settings)
-        self.serving = OpenAIServing(self.engine, self.store)
+        self.pipeline = Pipeline(self.engine, self.store)
         self.refresh_models()
         server_keys = ("host", "port", "api_key", "allowed_origins", "allowed_hosts")
         moved = old.paths.models_dir != settings.paths.models_dir  # the server lists the store

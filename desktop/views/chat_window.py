@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
 from desktop.chat import (
     ChatOptions,
     LiveRate,
+    ReplyDelta,
+    ReplyDone,
     ReplyJob,
     ReplyStats,
     error_text,
@@ -39,7 +41,7 @@ from desktop.history import ChatHistory, Conversation
 from desktop.icons import icon
 from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.status_strip import StatusStrip
-from engine.worker.messages import Finished, TextDelta
+from engine.parsing import ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +75,13 @@ class PromptEdit(QPlainTextEdit):
 
 class ChatWindow(QWidget):
     """The chat. ``reply_finished`` carries the :class:`ReplyStats` of each reply (``None``
-    when it failed before starting)."""
+    when it failed before starting). A reasoning model's thinking arrives apart from the
+    answer (``thinking_received``, :attr:`reply_thinking`), tool calls as calls
+    (``tool_calls_received``, :attr:`reply_calls`); showing them is for a later change."""
 
     reply_finished = Signal(object)
+    thinking_received = Signal(str)  # each piece of the reply's thinking
+    tool_calls_received = Signal(object)  # the reply's tool calls (tuple of ToolCall)
 
     def __init__(
         self,
@@ -97,7 +103,9 @@ class ChatWindow(QWidget):
         self._worker: StreamWorker | None = None
         self._pending: str | None = None
         self._rate: LiveRate | None = None
-        self._finished: Finished | None = None
+        self._finished: ReplyDone | None = None
+        self.reply_thinking = ""  # the current (or last) reply's thinking
+        self.reply_calls: tuple[ToolCall, ...] = ()
 
         self.setWindowTitle("Sidelight chat")
         self.setWindowIcon(icon(""))
@@ -195,13 +203,19 @@ class ChatWindow(QWidget):
             self.send()
 
     def _start_reply(self) -> None:
-        job = ReplyJob(self.controller.serving, self.conversation.engine_messages(), self.options)
+        job = ReplyJob(
+            self.controller.pipeline,
+            self.controller.active_model_id,
+            self.conversation.engine_messages(),
+            self.options,
+        )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
         worker.errored.connect(self._on_error)
         worker.done.connect(self._on_done)
         self._job, self._worker = job, worker
         self._pending, self._finished = "", None
+        self.reply_thinking, self.reply_calls = "", ()
         self._rate = LiveRate()
         self.chunks_received = 0
         self.send_button.setText("Stop")
@@ -210,17 +224,22 @@ class ChatWindow(QWidget):
         worker.start()
 
     def _on_event(self, event: object) -> None:
-        if isinstance(event, TextDelta):
+        if isinstance(event, ReplyDelta):
             self.chunks_received += 1
             self._pending = (self._pending or "") + event.text
+            if event.thinking:
+                self.reply_thinking += event.thinking
+                self.thinking_received.emit(event.thinking)
             if self._rate is not None:
                 self._rate.add(event.tokens)
                 self.status_strip.set_rate(self._rate.tokens_per_second, self._rate.ttft_seconds)
             if not self._render_timer.isActive():
                 self._render_timer.start()
-        elif isinstance(event, Finished):
-            self._pending = (self._pending or "") + event.text
+        elif isinstance(event, ReplyDone):
             self._finished = event
+            self.reply_calls = event.calls
+            if event.calls:
+                self.tool_calls_received.emit(event.calls)
 
     def _on_error(self, exc: object) -> None:
         message = error_text(exc) if isinstance(exc, BaseException) else str(exc)
@@ -229,16 +248,11 @@ class ChatWindow(QWidget):
     def _on_done(self) -> None:
         finished, text = self._finished, self._pending or ""
         stats = None
-        if finished is not None:
-            if finished.finish_reason == "error":
-                self.conversation.messages.append(
-                    {"role": "error", "content": finished.error or "the reply failed"}
-                )
-            else:
-                if finished.finish_reason == "cancelled":
-                    text += " *(stopped)*" if text else "*(stopped)*"
-                self.conversation.messages.append({"role": "assistant", "content": text})
-            stats = ReplyStats.from_finished(finished)
+        if finished is not None:  # a failure arrived through _on_error instead
+            if finished.stats.finish_reason == "cancelled":
+                text += " *(stopped)*" if text else "*(stopped)*"
+            self.conversation.messages.append({"role": "assistant", "content": text})
+            stats = finished.stats
             self.last_stats = stats
             self.status_strip.set_rate(stats.tokens_per_second, stats.ttft_seconds)
         self._job = self._worker = None
