@@ -66,7 +66,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
-        *ollama_routes(OllamaServing(pipeline, engine)),  # last: it ends with an /api catch-all
+        *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
     origins = "^(" + "|".join(settings.allowed_origins) + ")$"

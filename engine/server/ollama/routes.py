@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from engine.client import EngineClient
 from engine.server.errors import APIError
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
@@ -39,9 +40,9 @@ _MANAGEMENT = {
 }
 
 
-def ollama_routes(serving: OllamaServing) -> list[Route]:
+def ollama_routes(serving: OllamaServing, engine: EngineClient) -> list[Route]:
     generation = GenerationServing(serving)
-    embeddings = EmbedServing(serving)
+    embeddings = EmbedServing(serving, engine)
 
     async def root(request: Request) -> Response:
         return PlainTextResponse("Sidelight is running (Ollama-compatible API)")

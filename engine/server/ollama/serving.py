@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.client import EngineClient
 from engine.models import ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
@@ -58,9 +57,8 @@ def unsupported(action: str) -> APIError:
 class OllamaServing:
     """Model lookup, metadata and option mapping for the ``/api`` routes."""
 
-    def __init__(self, pipeline: Pipeline, engine: EngineClient) -> None:
+    def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
-        self.engine = engine  # for embeddings, which do not go through the pipeline
         self.models = pipeline.models
 
     async def find(self, name: str, action: str | None = None) -> ModelInfo:

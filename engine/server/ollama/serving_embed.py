@@ -14,7 +14,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineUnavailable, RequestFailed
+from engine.client import EngineClient, EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
@@ -25,8 +25,9 @@ from engine.worker.messages import Embedded
 
 
 class EmbedServing:
-    def __init__(self, serving: OllamaServing) -> None:
+    def __init__(self, serving: OllamaServing, engine: EngineClient) -> None:
         self._serving = serving
+        self._engine = engine  # embeddings do not go through the generation pipeline
 
     async def embed(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -66,7 +67,7 @@ class EmbedServing:
 
     async def _run(self, info: ModelInfo, texts: list[str]) -> Embedded:
         try:
-            return await self._serving.engine.embed(info.spec, texts)
+            return await self._engine.embed(info.spec, texts)
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:
