@@ -228,6 +228,7 @@ class Finished:
     text: str = ""  # any text held back until the end (a partial stop string, a flush)
     error: str | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_sequence: str | None = None  # the request's stop string that ended it, if one did
 
 
 @dataclass(frozen=True)

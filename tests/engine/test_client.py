@@ -55,6 +55,18 @@ async def generate(engine: EngineClient, **kwargs: Any) -> tuple[str, Finished, 
     raise AssertionError("stream ended without Finished")
 
 
+async def test_the_stop_string_that_ended_a_reply_is_reported(
+    engine: EngineClient, dialogues: dict[str, Any]
+) -> None:
+    count = dialogue(dialogues, "count")
+    word = count["reply"].split()[3]
+    text, result, _ = await generate(engine, messages=count["messages"], stop=("zzz", word))
+    assert text == count["reply"][: count["reply"].index(word)]
+    assert (result.finish_reason, result.stop_sequence) == ("stop", word)
+    _, result, _ = await generate(engine, messages=count["messages"], stop=("zzz",))
+    assert (result.finish_reason, result.stop_sequence) == ("stop", None)
+
+
 async def test_exact_replies(engine: EngineClient, dialogues: dict[str, Any]) -> None:
     for name in ("hello", "multibyte", "count"):
         item = dialogue(dialogues, name)

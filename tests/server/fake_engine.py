@@ -57,6 +57,7 @@ class Scripted:
     prompt_tokens: int = 7
     opens_reasoning: bool = False
     hold_after: int | None = None
+    stop_sequence: str | None = None  # the stop string the engine reports having matched
 
 
 @dataclass
@@ -175,5 +176,6 @@ class FakeStream:
             0.1 * (tokens - 1) if tokens > 1 else None,
             text=text,
             error=self.reply.error if reason == "error" else None,
+            stop_sequence=self.reply.stop_sequence if reason == "stop" else None,
         )
         return self.finished

@@ -175,6 +175,14 @@ async def test_logprobs_come_once_per_engine_step_before_its_text() -> None:
     ]
 
 
+async def test_the_stop_sequence_the_engine_matched_is_reported() -> None:
+    engine = FakeEngine()
+    engine.script("one two", stop_sequence="three")
+    reply = await Pipeline(engine).collect(chat(stop=("three",)))
+    assert (reply.done.finish_reason, reply.done.stop_sequence) == ("stop", "three")
+    assert engine.submitted[0].stop == ("three",)
+
+
 async def test_raw_prompts_and_fill_in_the_middle() -> None:
     engine = FakeEngine()
     request = GenerateRequest("fake-model", "openai", prompt="def f(", suffix=")")

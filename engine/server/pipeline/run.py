@@ -211,4 +211,5 @@ def _done(event: Finished, reason: FinishReason) -> Done:
         reason,
         Usage(event.prompt_tokens, event.completion_tokens),
         Timings(event.ttft_seconds, event.decode_seconds),
+        event.stop_sequence,
     )
