@@ -141,6 +141,11 @@ async def test_required_and_named_tools_and_schemas_constrain_decoding() -> None
     reply = await pipeline.collect(chat(tools=[WEATHER], tool_choice=named))
     assert len(reply.calls) == 1 and reply.done.finish_reason == "tool_calls"
 
+    with pytest.raises(APIError) as info:
+        await pipeline.start(chat(tools=[WEATHER], tool_choice=ToolChoice("required", "nope")))
+    assert (info.value.status, info.value.param) == (400, "tool_choice")
+    assert len(engine.submitted) == 2
+
     engine.script('{"a": 1}')
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     await pipeline.collect(chat(response_schema=schema, schema_param="format"))

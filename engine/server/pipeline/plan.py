@@ -20,6 +20,7 @@ from engine.parsing import (
     template_supports_reasoning,
     tool_format_for_template,
 )
+from engine.server.errors import APIError
 from engine.server.pipeline.request import GenerateRequest
 from engine.worker.messages import GenerationRequest, OutputConstraint
 
@@ -35,7 +36,11 @@ class Plan:
 
 
 def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
-    """Choose the tool syntax, any decoding constraint and the reply parsing for ``request``."""
+    """Choose the tool syntax, any decoding constraint and the reply parsing for ``request``.
+
+    Raises:
+        APIError: 400 when ``tool_choice`` names a function no tool has.
+    """
     split = request.split_reasoning
     if split is None:
         split = template_supports_reasoning(chat_template)
@@ -45,7 +50,10 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
     max_calls = None if request.parallel_tool_calls else 1
     if fmt is not None and (choice.mode == "required" or choice.name is not None):
         syntax = CALL_SYNTAX[fmt]
-        schema = call_schema(fmt, request.tools, choice.name)
+        try:
+            schema = call_schema(fmt, request.tools, choice.name)
+        except ValueError as exc:  # a dialect let a name through that no tool has
+            raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
         constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
         return Plan(fmt, constraint, 1 if choice.name else max_calls, split)
     if request.response_schema is None:
