@@ -1,8 +1,10 @@
-"""A chat reply as the chat window runs it: through the HTTP API's own serving code.
+"""A chat reply as the chat window runs it: through the same pipeline as every HTTP API.
 
-:class:`ReplyJob` submits with :meth:`OpenAIServing.start` (the same validation, context checks
-and error mapping ``/v1/chat/completions`` uses) and yields the engine's events. Nothing here
-imports Qt; the window runs :meth:`ReplyJob.events` on the task manager's asyncio loop.
+:class:`ReplyJob` sends the conversation through :class:`engine.server.pipeline.Pipeline`
+(dialect ``desktop``: the same model resolution, context checks, error mapping and reply
+parsing as ``/v1/chat/completions``), so a reasoning model's ``<think>`` block arrives as
+thinking, never as raw tags, and tool calls as calls. Nothing here imports Qt; the window
+runs :meth:`ReplyJob.events` on the task manager's asyncio loop.
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.client import RequestStream
+from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
-from engine.server.openai.serving import OpenAIServing, timings
-from engine.worker.messages import Finished, SamplingParams, TextDelta
-
-ChatEvent = TextDelta | Finished
+from engine.server.pipeline import Done, GenerateRequest, Generation, Pipeline
+from engine.worker.messages import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class ChatOptions:
 
     max_tokens: int | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    thinking: bool | None = None  # switch a reasoning model's thinking on or off
+    tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call
 
 
 @dataclass(frozen=True)
@@ -39,15 +41,39 @@ class ReplyStats:
     finish_reason: str
 
     @classmethod
-    def from_finished(cls, result: Finished) -> ReplyStats:
-        figures = timings(result)
-        ttft_ms = figures["ttft_ms"]
+    def from_done(cls, done: Done) -> ReplyStats:
+        tps = done.tokens_per_second
+        ttft = done.timings.ttft_seconds
         return cls(
-            completion_tokens=result.completion_tokens,
-            tokens_per_second=figures["predicted_per_second"],
-            ttft_seconds=ttft_ms / 1000 if ttft_ms is not None else None,
-            finish_reason=result.finish_reason,
+            completion_tokens=done.usage.completion_tokens,
+            tokens_per_second=round(tps, 2) if tps else None,
+            ttft_seconds=round(ttft, 4) if ttft else None,
+            finish_reason=done.finish_reason,
         )
+
+
+@dataclass(frozen=True)
+class ReplyDelta:
+    """New text of the reply: answer ``text`` and ``thinking`` (either may be empty), and
+    the tokens the engine generated since the previous delta (for the live rate)."""
+
+    text: str = ""
+    thinking: str = ""
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ReplyDone:
+    """The reply ended (``stats.finish_reason`` ``cancelled`` after :meth:`ReplyJob.stop`):
+    its whole answer, thinking and tool calls."""
+
+    stats: ReplyStats
+    text: str
+    thinking: str
+    calls: tuple[ToolCall, ...]
+
+
+ChatEvent = ReplyDelta | ReplyDone
 
 
 class LiveRate:
@@ -87,42 +113,72 @@ class ReplyJob:
     """
 
     def __init__(
-        self, serving: OpenAIServing, messages: list[dict[str, Any]], options: ChatOptions
+        self,
+        pipeline: Pipeline,
+        model: str | None,
+        messages: list[dict[str, Any]],
+        options: ChatOptions,
     ) -> None:
-        self._serving = serving
+        self._pipeline = pipeline
+        self._model = model
         self._messages = messages
         self._options = options
         self._lock = threading.Lock()
-        self._stream: RequestStream | None = None
+        self._generation: Generation | None = None
         self._stop_requested = False
 
     async def events(self) -> AsyncIterator[ChatEvent]:
-        """Yield the reply's text deltas and then its :class:`Finished` event.
+        """Yield :class:`ReplyDelta` items, then one :class:`ReplyDone`.
 
         Raises:
-            APIError: the engine refused the request (no model, loading, too long...).
+            APIError: the request was refused (no model, loading, too long...) or the
+                engine failed mid-reply.
         """
-        stream = await self._serving.start(
-            messages=self._messages,
-            max_tokens=self._options.max_tokens,
-            stop=(),
-            sampling=self._options.sampling,
+        if self._model is None:
+            raise APIError(503, "no model is loaded", code="engine_idle")
+        generation = await self._pipeline.start(
+            GenerateRequest(
+                model=self._model,
+                dialect="desktop",
+                messages=self._messages,
+                max_tokens=self._options.max_tokens,
+                sampling=self._options.sampling,
+                thinking=self._options.thinking,
+                tools=list(self._options.tools),
+                split_reasoning=True,
+            )
         )
         with self._lock:
-            self._stream = stream
+            self._generation = generation
             stop_now = self._stop_requested
         if stop_now:
-            stream.cancel()
-        async for event in stream:
-            yield event
+            generation.cancel()
+        text: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        counted = 0  # tokens already reported in a delta
+        async for event in generation:
+            if isinstance(event, ContentDelta | ReasoningText):
+                tokens, counted = generation.tokens - counted, generation.tokens
+                if isinstance(event, ContentDelta):
+                    text.append(event.text)
+                    yield ReplyDelta(text=event.text, tokens=tokens)
+                else:
+                    thinking.append(event.text)
+                    yield ReplyDelta(thinking=event.text, tokens=tokens)
+            elif isinstance(event, ToolCallEnd):
+                calls.append(event.call)
+            elif isinstance(event, Done):
+                stats = ReplyStats.from_done(event)
+                yield ReplyDone(stats, "".join(text), "".join(thinking), tuple(calls))
 
     def stop(self) -> None:
-        """Ask the engine to end the reply; a ``cancelled`` Finished event follows."""
+        """Ask the engine to end the reply; a ``cancelled`` :class:`ReplyDone` follows."""
         with self._lock:
             self._stop_requested = True
-            stream = self._stream
-        if stream is not None:
-            stream.cancel()
+            generation = self._generation
+        if generation is not None:
+            generation.cancel()
 
 
 def error_text(exc: BaseException) -> str:

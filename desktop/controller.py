@@ -26,7 +26,7 @@ from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
 from engine.server.app import create_app
-from engine.server.openai.serving import OpenAIServing
+from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings
 from engine.store import ModelStore, StoreError
@@ -105,7 +105,7 @@ class Controller(QObject):
         self._owns_engine = engine is None
         self.engine = engine or EngineClient(settings)
         self.store = ModelStore.from_settings(settings)
-        self.serving = OpenAIServing(self.engine, self.store)
+        self.pipeline = Pipeline(self.engine, self.store)
         self.state = DesktopState.load(settings.paths.config_dir)
         self.devices: list[DeviceInfo] | None = devices
         self.server_url: str | None = None
@@ -351,7 +351,7 @@ class Controller(QObject):
 
     def _use_settings(self, settings: Settings, store: ModelStore) -> None:
         self.settings, self.store = settings, store
-        self.serving = OpenAIServing(self.engine, store)
+        self.pipeline = Pipeline(self.engine, store)
         self.refresh_models()
 
     # ---- engine status -----------------------------------------------------------------

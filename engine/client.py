@@ -57,13 +57,11 @@ from engine.worker.messages import (
     ModelLoaded,
     ModelLoadFailed,
     ModelUnloaded,
-    OutputConstraint,
     Ping,
     Pong,
     RejectCode,
     RequestAccepted,
     RequestRejected,
-    SamplingParams,
     Shutdown,
     Submit,
     TextDelta,
@@ -508,22 +506,9 @@ class EngineClient:
 
     # ---- requests ----------------------------------------------------------------------
 
-    def submit(
-        self,
-        *,
-        messages: list[dict[str, Any]] | None = None,
-        prompt: str | None = None,
-        max_tokens: int | None = None,
-        stop: tuple[str, ...] = (),
-        sampling: SamplingParams | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        constraint: OutputConstraint | None = None,
-        suffix: str | None = None,
-        logprobs: bool = False,
-        cap_max_tokens: bool = False,
-    ) -> RequestStream:
-        """Queue a generation; iterate the returned stream on the calling loop.
+    def submit(self, request: GenerationRequest) -> RequestStream:
+        """Queue a generation (its ``request_id`` is assigned here); iterate the returned
+        stream on the calling loop.
 
         Raises:
             EngineUnavailable: no model is ready (the message says why and for how long).
@@ -534,20 +519,7 @@ class EngineClient:
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
             self._streams[request_id] = stream
-        request = GenerationRequest(
-            request_id=request_id,
-            messages=messages,
-            prompt=prompt,
-            max_tokens=max_tokens,
-            stop=stop,
-            sampling=sampling or SamplingParams(),
-            chat_template_kwargs=chat_template_kwargs or {},
-            tools=tools,
-            constraint=constraint,
-            suffix=suffix,
-            logprobs=logprobs,
-            cap_max_tokens=cap_max_tokens,
-        )
+        request = replace(request, request_id=request_id)
         try:
             self._send(Submit(request))
         except OSError as exc:

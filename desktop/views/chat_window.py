@@ -40,7 +40,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.chat import ChatOptions, LiveRate, ReplyJob, ReplyStats, error_text
+from desktop.chat import (
+    ChatOptions,
+    LiveRate,
+    ReplyDelta,
+    ReplyDone,
+    ReplyJob,
+    ReplyStats,
+    error_text,
+)
 from desktop.controller import Controller
 from desktop.history import ChatHistory, ChatMessage, Conversation, sent_to_model
 from desktop.icons import icon
@@ -50,8 +58,8 @@ from desktop.views.notice import NoticeAction, NoticeBar
 from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, render_transcript
+from engine.parsing import ToolCall
 from engine.server.errors import APIError
-from engine.worker.messages import Finished, TextDelta
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +93,9 @@ class PromptEdit(QPlainTextEdit):
 
 class ChatWindow(QWidget):
     """The chat. ``reply_finished`` carries the :class:`ReplyStats` of each reply (``None``
-    when it failed before starting).
+    when it failed before starting). A reasoning model's thinking arrives apart from the
+    answer (``thinking_received``, :attr:`reply_thinking`), tool calls as calls
+    (``tool_calls_received``, :attr:`reply_calls`); showing them is for a later change.
 
     ``escape_hides``: Esc (when no reply runs) hides the window; the app turns it off when
     there is no tray icon to bring it back, and Esc then minimizes. ``closed`` fires when the
@@ -93,6 +103,8 @@ class ChatWindow(QWidget):
     """
 
     reply_finished = Signal(object)
+    thinking_received = Signal(str)  # each piece of the reply's thinking
+    tool_calls_received = Signal(object)  # the reply's tool calls (tuple of ToolCall)
     open_settings = Signal()
     open_models = Signal()
     quit_requested = Signal()
@@ -120,9 +132,11 @@ class ChatWindow(QWidget):
         self._pending: str | None = None
         self._pending_model = "Assistant"
         self._rate: LiveRate | None = None
-        self._finished: Finished | None = None
+        self._finished: ReplyDone | None = None
         self._refusal: tuple[str, str | None] | None = None  # message, code
         self._dropping = False  # "drop the oldest turns" retries until the message fits
+        self.reply_thinking = ""  # the current (or last) reply's thinking
+        self.reply_calls: tuple[ToolCall, ...] = ()
 
         self.setWindowIcon(icon(""))
         self._build()
@@ -309,7 +323,12 @@ class ChatWindow(QWidget):
             self.send()
 
     def _start_reply(self) -> None:
-        job = ReplyJob(self.controller.serving, self.conversation.engine_messages(), self.options)
+        job = ReplyJob(
+            self.controller.pipeline,
+            self.controller.active_model_id,
+            self.conversation.engine_messages(),
+            self.options,
+        )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
         worker.errored.connect(self._on_error)
@@ -317,6 +336,7 @@ class ChatWindow(QWidget):
         self._job, self._worker = job, worker
         self._pending, self._finished, self._refusal = "", None, None
         self._pending_model = self.controller.active_model_id or "Assistant"
+        self.reply_thinking, self.reply_calls = "", ()
         self._rate = LiveRate()
         self.chunks_received = 0
         self._sync_send_button()
@@ -334,17 +354,22 @@ class ChatWindow(QWidget):
             self.send_button.setToolTip("Send the message (Enter)")
 
     def _on_event(self, event: object) -> None:
-        if isinstance(event, TextDelta):
+        if isinstance(event, ReplyDelta):
             self.chunks_received += 1
             self._pending = (self._pending or "") + event.text
+            if event.thinking:
+                self.reply_thinking += event.thinking
+                self.thinking_received.emit(event.thinking)
             if self._rate is not None:
                 self._rate.add(event.tokens)
                 self.status_strip.set_rate(self._rate.tokens_per_second, self._rate.ttft_seconds)
             if not self._render_timer.isActive():
                 self._render_timer.start()
-        elif isinstance(event, Finished):
-            self._pending = (self._pending or "") + event.text
+        elif isinstance(event, ReplyDone):
             self._finished = event
+            self.reply_calls = event.calls
+            if event.calls:
+                self.tool_calls_received.emit(event.calls)
 
     def _on_error(self, exc: object) -> None:
         """The model refused the message before answering: it leaves the conversation."""
@@ -360,18 +385,13 @@ class ChatWindow(QWidget):
     def _on_done(self) -> None:
         finished, text = self._finished, self._pending or ""
         stats = None
-        if finished is not None:
-            if finished.finish_reason == "error":
-                self.conversation.messages.append(
-                    ChatMessage(role="error", content=finished.error or "the reply failed")
-                )
-            else:
-                reply = ChatMessage(role="assistant", content=text, model=self._pending_model)
-                if finished.finish_reason == "cancelled":
-                    reply["stopped"] = True
-                self.conversation.messages.append(reply)
-                self.conversation.model = self._pending_model
-            stats = ReplyStats.from_finished(finished)
+        if finished is not None:  # a failure arrived through _on_error instead
+            reply = ChatMessage(role="assistant", content=text, model=self._pending_model)
+            if finished.stats.finish_reason == "cancelled":
+                reply["stopped"] = True
+            self.conversation.messages.append(reply)
+            self.conversation.model = self._pending_model
+            stats = finished.stats
             self.last_stats = stats
             self.status_strip.set_rate(stats.tokens_per_second, stats.ttft_seconds)
         self._job = self._worker = None

@@ -37,7 +37,7 @@ from engine.server.lmstudio import lmstudio_routes
 from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
-from engine.server.openai.serving import OpenAIServing
+from engine.server.pipeline import Pipeline
 from engine.settings import Settings, is_loopback_host
 from engine.store import ModelStore
 
@@ -50,7 +50,7 @@ def create_app(
     ``store`` defaults to the store in ``settings.paths.models_dir``.
     """
     store = store if store is not None else ModelStore.from_settings(settings)
-    serving = OpenAIServing(engine, store)
+    pipeline = Pipeline(engine, store)  # every dialect's generations go through it
 
     async def health(request: Request) -> Response:
         if engine.status().state == ERROR:
@@ -65,9 +65,9 @@ def create_app(
 
     routes = [
         Route("/health", health, methods=["GET"]),
-        *openai_routes(serving),
-        *lmstudio_routes(serving.models),
-        *ollama_routes(OllamaServing(serving)),  # last: it ends with an /api catch-all
+        *openai_routes(pipeline, engine),
+        *lmstudio_routes(pipeline.models),
+        *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
     origins = "^(" + "|".join(settings.allowed_origins) + ")$"

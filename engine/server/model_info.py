@@ -24,9 +24,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from engine.client import READY, EngineClient, EngineStatus
+from engine.client import READY, EngineStatus
 from engine.gguf import GGUFError, read_metadata
 from engine.models import ModelError, ModelSpec, read_chat_template, read_json
 from engine.store import ModelStore, StoredModel, StoreError
@@ -86,10 +86,16 @@ class ModelInfo:
         return self.weights.upper() if self.weights else "unknown"
 
 
+class StatusSource(Protocol):
+    """What the directory asks of the engine: which model it has loaded."""
+
+    def status(self) -> EngineStatus: ...
+
+
 class ModelDirectory:
     """The models a request may name, described from their files (cached per mtime)."""
 
-    def __init__(self, engine: EngineClient, store: ModelStore | None) -> None:
+    def __init__(self, engine: StatusSource, store: ModelStore | None) -> None:
         self.engine = engine
         self.store = store
         # Every model loaded this session, so one loaded from a path stays selectable by id.

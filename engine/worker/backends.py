@@ -132,6 +132,7 @@ class _Active:
             decode_seconds=decode,
             text=text,
             error=error,
+            stop_sequence=self.detok.stop.sequence if reason == "stop" else None,
         )
 
 

@@ -65,9 +65,10 @@ class GenerationRequest:
     model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
     ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
     than the context leaves after the prompt is clipped to what fits, not refused.
+    ``request_id`` is assigned by :meth:`engine.client.EngineClient.submit`.
     """
 
-    request_id: int
+    request_id: int = 0
     messages: list[dict[str, Any]] | None = None
     prompt: str | None = None
     max_tokens: int | None = None
@@ -227,6 +228,7 @@ class Finished:
     text: str = ""  # any text held back until the end (a partial stop string, a flush)
     error: str | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_sequence: str | None = None  # the request's stop string that ended it, if one did
 
 
 @dataclass(frozen=True)

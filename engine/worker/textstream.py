@@ -20,14 +20,16 @@ class StopMatcher:
         self._stops = tuple(s for s in stops if s)
         self._held = ""
         self.matched = False
+        self.sequence: str | None = None  # the stop string that matched
 
     def feed(self, text: str) -> str:
         """Add ``text``; return what can be released now (stops at a full match)."""
         if not self._stops:
             return text
         buffer = self._held + text
-        cut = min((i for i in (buffer.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        hits = [(at, stop) for stop in self._stops if (at := buffer.find(stop)) >= 0]
+        if hits:
+            cut, self.sequence = min(hits)  # the earliest
             self._held = ""
             self.matched = True
             return buffer[:cut]

@@ -16,7 +16,7 @@ import pytest
 from engine.client import ERROR, IDLE, READY, EngineClient, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
-from engine.worker.messages import Finished, SamplingParams, TextDelta
+from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
 from tests.conftest import dialogue
 
 GREEDY = SamplingParams(temperature=0)
@@ -44,7 +44,7 @@ def engine(
 
 
 async def generate(engine: EngineClient, **kwargs: Any) -> tuple[str, Finished, list[str]]:
-    stream = engine.submit(sampling=GREEDY, **kwargs)
+    stream = engine.submit(GenerationRequest(sampling=GREEDY, **kwargs))
     pieces: list[str] = []
     async for event in stream:
         if isinstance(event, TextDelta):
@@ -53,6 +53,18 @@ async def generate(engine: EngineClient, **kwargs: Any) -> tuple[str, Finished, 
             pieces.append(event.text)
             return "".join(pieces), event, pieces
     raise AssertionError("stream ended without Finished")
+
+
+async def test_the_stop_string_that_ended_a_reply_is_reported(
+    engine: EngineClient, dialogues: dict[str, Any]
+) -> None:
+    count = dialogue(dialogues, "count")
+    word = count["reply"].split()[3]
+    text, result, _ = await generate(engine, messages=count["messages"], stop=("zzz", word))
+    assert text == count["reply"][: count["reply"].index(word)]
+    assert (result.finish_reason, result.stop_sequence) == ("stop", word)
+    _, result, _ = await generate(engine, messages=count["messages"], stop=("zzz",))
+    assert (result.finish_reason, result.stop_sequence) == ("stop", None)
 
 
 async def test_exact_replies(engine: EngineClient, dialogues: dict[str, Any]) -> None:
@@ -68,9 +80,11 @@ async def test_exact_replies(engine: EngineClient, dialogues: dict[str, Any]) ->
 async def test_cancel_ends_the_request(engine: EngineClient, dialogues: dict[str, Any]) -> None:
     item = dialogue(dialogues, "count")
     stream = engine.submit(
-        messages=item["messages"],
-        max_tokens=1500,
-        sampling=SamplingParams(temperature=0, ignore_eos=True),
+        GenerationRequest(
+            messages=item["messages"],
+            max_tokens=1500,
+            sampling=SamplingParams(temperature=0, ignore_eos=True),
+        )
     )
     async for event in stream:
         if isinstance(event, TextDelta):
@@ -97,7 +111,9 @@ async def test_concurrent_requests_all_complete(
 async def test_context_overflow_is_rejected(engine: EngineClient) -> None:
     context = engine.status().context_length
     assert context is not None
-    stream = engine.submit(messages=[{"role": "user", "content": "Hello"}], max_tokens=context)
+    stream = engine.submit(
+        GenerationRequest(messages=[{"role": "user", "content": "Hello"}], max_tokens=context)
+    )
     with pytest.raises(RequestFailed) as info:
         await stream.start()
     assert info.value.code == "context_length_exceeded"
@@ -109,10 +125,12 @@ async def test_capped_max_tokens_is_clipped_to_the_context(engine: EngineClient)
     context = engine.status().context_length
     assert context is not None
     stream = engine.submit(
-        messages=[{"role": "user", "content": "Hello"}],
-        max_tokens=context,
-        cap_max_tokens=True,
-        sampling=SamplingParams(temperature=0, ignore_eos=True),
+        GenerationRequest(
+            messages=[{"role": "user", "content": "Hello"}],
+            max_tokens=context,
+            cap_max_tokens=True,
+            sampling=SamplingParams(temperature=0, ignore_eos=True),
+        )
     )
     async for event in stream:
         if isinstance(event, Finished):
@@ -133,9 +151,11 @@ async def kill_worker_mid_stream(client: EngineClient, dialogues: dict[str, Any]
     pid = client.status().worker_pid
     assert pid is not None
     stream = client.submit(
-        messages=dialogue(dialogues, "count")["messages"],
-        max_tokens=1500,
-        sampling=SamplingParams(temperature=0, ignore_eos=True),
+        GenerationRequest(
+            messages=dialogue(dialogues, "count")["messages"],
+            max_tokens=1500,
+            sampling=SamplingParams(temperature=0, ignore_eos=True),
+        )
     )
     async for event in stream:
         if isinstance(event, TextDelta):
@@ -174,7 +194,7 @@ def test_load_failure_is_reported(sidelight_home: Path, tmp_path: Path, tiny_mod
 
 
 async def _submit_hello(client: EngineClient) -> None:
-    client.submit(messages=[{"role": "user", "content": "Hello"}])
+    client.submit(GenerationRequest(messages=[{"role": "user", "content": "Hello"}]))
 
 
 def test_switch_to_gguf_and_back(
@@ -281,7 +301,9 @@ def test_fast_tokens_are_merged_but_the_first_goes_at_once(
 
     async def run(client: EngineClient) -> tuple[str, list[tuple[float, TextDelta]], Finished]:
         deltas: list[tuple[float, TextDelta]] = []
-        stream = client.submit(messages=count, max_tokens=600, sampling=long_reply)
+        stream = client.submit(
+            GenerationRequest(messages=count, max_tokens=600, sampling=long_reply)
+        )
         async for event in stream:
             if isinstance(event, TextDelta):
                 deltas.append((time.perf_counter(), event))

@@ -26,7 +26,7 @@ from engine.client import (
 )
 from engine.models import spec_from_path
 from engine.settings import load_settings
-from engine.worker.messages import Finished, SamplingParams, TextDelta
+from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
 from tests.conftest import ROOT, dialogue
 from tests.engine.test_client import GREEDY, generate
 
@@ -107,7 +107,7 @@ def test_crash_budget_pauses_restarts_but_never_for_good(
 
 
 async def _submit(client: EngineClient) -> None:
-    client.submit(messages=HELLO)
+    client.submit(GenerationRequest(messages=HELLO))
 
 
 def test_watchdog_restarts_a_worker_that_stops_answering(
@@ -126,7 +126,9 @@ def test_watchdog_restarts_a_worker_that_stops_answering(
 
         async def stream_until_stopped() -> tuple[Finished, float]:
             nonlocal stopped
-            stream = client.submit(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+            stream = client.submit(
+                GenerationRequest(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+            )
             async for event in stream:
                 if isinstance(event, TextDelta) and stopped is None:
                     stopped = first.worker_pid
@@ -174,18 +176,20 @@ def test_no_failure_leaves_a_request_counted_active(
 
     async def paths() -> None:
         # A request that does not pickle is refused naming the field.
-        stream = client.submit(messages=HELLO, tools=_deep_tools(600))
+        stream = client.submit(GenerationRequest(messages=HELLO, tools=_deep_tools(600)))
         with pytest.raises(RequestFailed) as info:
             await stream.start()
         assert (info.value.code, info.value.param) == ("invalid_request", "tools")
         assert client.status().active_requests == 0
         # Refused by the worker.
-        stream = client.submit(messages=HELLO, max_tokens=10**6)
+        stream = client.submit(GenerationRequest(messages=HELLO, max_tokens=10**6))
         with pytest.raises(RequestFailed):
             await stream.start()
         assert client.status().active_requests == 0
         # Cancelled mid-stream.
-        stream = client.submit(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+        stream = client.submit(
+            GenerationRequest(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+        )
         async for event in stream:
             if isinstance(event, TextDelta):
                 stream.cancel()
@@ -194,7 +198,7 @@ def test_no_failure_leaves_a_request_counted_active(
 
     async def abandoned() -> None:
         # Left unread when its loop closes: the reader must survive the stream's end.
-        client.submit(messages=HELLO, max_tokens=50, sampling=GREEDY)
+        client.submit(GenerationRequest(messages=HELLO, max_tokens=50, sampling=GREEDY))
 
     try:
         asyncio.run(paths())

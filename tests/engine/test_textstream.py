@@ -41,3 +41,10 @@ def test_partial_at_the_end_is_flushed() -> None:
 def test_earliest_of_several_stops_wins() -> None:
     matcher = StopMatcher(("two", "one"))
     assert feed_all(matcher, ["zero one two"]) == "zero "
+    assert matcher.sequence == "one"  # reported as the reply's stop_sequence
+
+
+def test_no_match_reports_no_sequence() -> None:
+    matcher = StopMatcher(("xyz",))
+    assert feed_all(matcher, ["abc x"]) == "abc x"
+    assert matcher.sequence is None

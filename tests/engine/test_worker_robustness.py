@@ -81,7 +81,7 @@ def _assert_short(message: str) -> None:
 
 
 async def _refusal(client: EngineClient, **kwargs: Any) -> RequestFailed:
-    stream = client.submit(**kwargs)
+    stream = client.submit(GenerationRequest(**kwargs))
     with pytest.raises(RequestFailed) as info:
         await stream.start()
     _assert_short(str(info.value))
@@ -117,7 +117,7 @@ async def test_odd_values_are_refused_alone(
         SamplingParams(temperature=1.0, top_k=2**64),  # beyond any vocabulary: no limit
         SamplingParams(temperature=1.0, top_k=-1),  # Ollama/llama.cpp: no limit
     ):
-        stream = engine.submit(messages=HELLO, max_tokens=5, sampling=sampling)
+        stream = engine.submit(GenerationRequest(messages=HELLO, max_tokens=5, sampling=sampling))
         async for event in stream:
             if isinstance(event, Finished):
                 assert event.finish_reason in ("stop", "length"), event
@@ -131,9 +131,11 @@ async def test_odd_values_are_refused_alone(
 async def test_negative_seed_means_random(engine: EngineClient) -> None:
     async def sample() -> str:
         stream = engine.submit(
-            messages=HELLO,
-            max_tokens=12,
-            sampling=SamplingParams(temperature=2.0, seed=-1, ignore_eos=True),
+            GenerationRequest(
+                messages=HELLO,
+                max_tokens=12,
+                sampling=SamplingParams(temperature=2.0, seed=-1, ignore_eos=True),
+            )
         )
         return "".join([event.text async for event in stream])
 
@@ -162,7 +164,9 @@ def test_bad_grammars_are_refused_without_touching_other_streams(
 
     async def scenario() -> Finished:
         stream = client.submit(
-            messages=dialogue(dialogues, "count")["messages"], max_tokens=400, sampling=LONG
+            GenerationRequest(
+                messages=dialogue(dialogues, "count")["messages"], max_tokens=400, sampling=LONG
+            )
         )
         await stream.start()
         for name, schema in BAD_SCHEMAS.items():
@@ -285,7 +289,9 @@ def test_a_big_embedding_batch_does_not_stall_a_chat_stream(sidelight_home: Path
 
         async def chat() -> None:
             while time.monotonic() < finished:
-                stream = client.submit(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+                stream = client.submit(
+                    GenerationRequest(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
+                )
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         arrivals.append(time.monotonic())

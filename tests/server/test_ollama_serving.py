@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -13,8 +13,10 @@ from engine.models import spec_from_path
 from engine.server.lmstudio import model_entry
 from engine.server.model_info import FIM_TOKENS, ModelInfo, describe
 from engine.server.ollama import protocol, serving
-from engine.server.ollama.output import Piece, constraint, output_parser
+from engine.server.ollama.output import Piece, check_request, format_schema, piece
+from engine.server.pipeline import GenerateRequest, Pipeline
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
+from tests.server.fake_engine import FakeEngine
 
 
 @pytest.fixture(scope="module")
@@ -153,42 +155,47 @@ def test_pieces_join_into_one_message() -> None:
     assert Piece("x").message() == {"role": "assistant", "content": "x"}
 
 
-def test_output_parser_keeps_plain_text_exact(demo_info: ModelInfo) -> None:
-    parser = output_parser(demo_info, "m", tools=None, think=None)
-    parser.begin(False)
-    assert [p.content for p in parser.feed(" jumps")] == [" jumps"]
-    assert parser.finish() == []
+async def _pieces(info: ModelInfo, *texts: str, **fields: Any) -> list[Piece]:
+    """The Ollama pieces of a reply the fake engine writes as ``texts``."""
+    engine = FakeEngine(model=info.spec, chat_template=info.chat_template)
+    engine.script(*texts)
+    request = GenerateRequest(
+        info.id, "ollama", messages=[{"role": "user", "content": "Hi"}], **fields
+    )
+    generation = await Pipeline(engine).start(request)
+    return [p async for e in generation if (p := piece(e, None)) is not None]
 
 
-def test_output_parser_gives_whole_tool_calls(demo_info: ModelInfo) -> None:
+async def test_plain_replies_keep_their_text_exact(demo_info: ModelInfo) -> None:
+    pieces = await _pieces(demo_info, " jumps", " over", split_reasoning=demo_info.reasoning)
+    assert [p.content for p in pieces] == [" jumps", " over"]
+
+
+async def test_tool_calls_arrive_whole(demo_info: ModelInfo) -> None:
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
-    parser = output_parser(demo_info, "m", tools=tools, think=None)
-    parser.begin(False)
     text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    pieces = [p for chunk in (text[:15], text[15:40], text[40:]) for p in parser.feed(chunk)]
-    whole = Piece.join([*pieces, *parser.finish()]).message()
+    pieces = await _pieces(demo_info, text[:15], text[15:40], text[40:], tools=tools)
+    whole = Piece.join(pieces).message()
     assert whole["content"] == ""
     (call,) = whole["tool_calls"]
     assert call["function"] == {"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}
 
 
-def test_output_parser_refuses_what_the_model_lacks(demo_info: ModelInfo) -> None:
+def test_requests_are_refused_for_what_the_model_lacks(demo_info: ModelInfo) -> None:
     from dataclasses import replace
 
     from engine.server.errors import APIError
 
     with pytest.raises(APIError, match="does not support thinking"):
-        output_parser(demo_info, "m", tools=None, think=True)
+        check_request(demo_info, "m", tools=False, think=True)
     no_tools = replace(demo_info, tools=False)
     with pytest.raises(APIError, match="does not support tools"):
-        output_parser(no_tools, "m", tools=[{"function": {"name": "f"}}], think=None)
+        check_request(no_tools, "m", tools=True, think=None)
+    check_request(demo_info, "m", tools=True, think=False)  # off is always possible
 
 
-def test_format_becomes_a_constraint() -> None:
-    assert constraint(None) is None
-    loose = constraint("json")
-    assert loose is not None and json.loads(loose.json_schema) == {"type": "object"}
-    assert loose.param == "format"
+def test_format_becomes_a_schema() -> None:
+    assert format_schema(None) is None
+    assert format_schema("json") == {"type": "object"}
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    strict = constraint(schema)
-    assert strict is not None and json.loads(strict.json_schema) == schema
+    assert format_schema(schema) == schema

@@ -1,33 +1,26 @@
-"""Turn a model's text into Ollama's message parts: ``content``, ``thinking``, ``tool_calls``.
+"""What an Ollama request may ask of a model, and the pipeline's reply events as Ollama parts.
 
-The parsing itself is :class:`engine.parsing.ReplyParser`, shared with ``/v1`` and the chat
-window; this module decides what a request asks for (tool syntax, thinking, ``format``) and
-shapes the events as Ollama does. Ollama sends tool calls whole, with object ``arguments``,
-so a call appears in a piece only once it is complete; ``thinking`` streams as it comes.
-
-Not thread-safe: one :class:`OutputParser` per request, used on the event loop.
+The parsing itself happens once, in :class:`engine.server.pipeline.Pipeline` (shared with
+``/v1`` and the chat window); this module refuses what the model cannot do, as Ollama does,
+and shapes the events as Ollama's ``content``, ``thinking`` and ``tool_calls``. Ollama sends
+tool calls whole, with object ``arguments``, so a call appears in a piece only once it is
+complete (:class:`ToolCallEnd`); ``thinking`` streams as it comes.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine.parsing import (
-    ContentDelta,
-    ReasoningText,
-    ReplyEvent,
-    ReplyParser,
-    ToolCallEnd,
-    tool_format_for_template,
-)
+from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
-from engine.worker.messages import OutputConstraint
+from engine.server.pipeline import PipelineEvent, Reply
 
 # Ollama's ``format: "json"`` is any JSON object, like OpenAI's ``json_object``.
 _ANY_OBJECT = {"type": "object"}
+
+Think = bool | str | None
 
 
 @dataclass(frozen=True)
@@ -55,89 +48,39 @@ class Piece:
         )
 
 
-class OutputParser:
-    """What one request needs from the engine, and its reply as Ollama pieces.
-
-    Args:
-        info: the model (its template decides the tool syntax and whether it thinks).
-        tools: Ollama/OpenAI tool definitions offered to the model, if any.
-        think: Ollama's ``think``; ``False`` drops the thinking from the answer.
-    """
-
-    def __init__(
-        self, info: ModelInfo, *, tools: list[dict[str, Any]] | None, think: bool | str | None
-    ) -> None:
-        self.info = info
-        self.tools = [_function_tool(t) for t in tools] if tools else None
-        self.think = think
-        self._tool_format = tool_format_for_template(info.chat_template) if self.tools else None
-        self._reply: ReplyParser | None = None
-        # Plain text needs no parser (which would also trim a reply's leading space).
-        self._plain = self._tool_format is None and not info.reasoning
-
-    def template_kwargs(self) -> dict[str, Any] | None:
-        """``enable_thinking`` for templates that can switch thinking on and off."""
-        if self.think is None or not self.info.reasoning:
-            return None
-        return {"enable_thinking": self.think is not False}
-
-    def begin(self, opens_reasoning: bool) -> None:
-        """Start parsing; ``opens_reasoning``: the prompt already opened a ``<think>`` block."""
-        self._reply = ReplyParser(
-            tool_format=self._tool_format,
-            starts_in_reasoning=opens_reasoning and self.info.reasoning,
-        )
-
-    def feed(self, text: str) -> list[Piece]:
-        if not text:
-            return []
-        if self._plain:
-            return [Piece(content=text)]
-        return self._pieces(self._parser().feed(text))
-
-    def finish(self) -> list[Piece]:
-        return [] if self._plain else self._pieces(self._parser().finish())
-
-    def _parser(self) -> ReplyParser:
-        if self._reply is None:
-            self.begin(False)
-        assert self._reply is not None
-        return self._reply
-
-    def _pieces(self, events: list[ReplyEvent]) -> list[Piece]:
-        pieces: list[Piece] = []
-        for event in events:
-            if isinstance(event, ContentDelta) and event.text:
-                pieces.append(Piece(content=event.text))
-            elif isinstance(event, ReasoningText) and event.text and self.think is not False:
-                pieces.append(Piece(thinking=event.text))
-            elif isinstance(event, ToolCallEnd):
-                call = event.call
-                function = {
-                    "index": event.index,
-                    "name": call.name,
-                    "arguments": call.arguments_object(),
-                }
-                pieces.append(Piece(tool_calls=({"id": call.id, "function": function},)))
-        return pieces
+def piece(event: PipelineEvent, think: Think) -> Piece | None:
+    """The Ollama part for one reply event (``None``: nothing to send); ``think: false``
+    leaves the thinking out."""
+    if isinstance(event, ContentDelta) and event.text:
+        return Piece(content=event.text)
+    if isinstance(event, ReasoningText) and event.text and think is not False:
+        return Piece(thinking=event.text)
+    if isinstance(event, ToolCallEnd):
+        return Piece(tool_calls=(tool_call(event.index, event.call),))
+    return None
 
 
-def constraint(fmt: str | dict[str, Any] | None) -> OutputConstraint | None:
-    """Ollama's ``format`` (``"json"`` or a JSON schema) as constrained decoding."""
-    if fmt is None:
-        return None
-    schema = _ANY_OBJECT if fmt == "json" else fmt
-    return OutputConstraint(json.dumps(schema), param="format")
+def whole(reply: Reply, think: Think) -> Piece:
+    """A whole answer as one part."""
+    thinking = reply.reasoning if think is not False else ""
+    calls = tuple(tool_call(index, call) for index, call in enumerate(reply.calls))
+    return Piece(reply.content, thinking, calls)
 
 
-def output_parser(
-    info: ModelInfo,
-    name: str,
-    *,
-    tools: list[dict[str, Any]] | None,
-    think: bool | str | None,
-) -> OutputParser:
-    """The parser for one request; refuses what the model cannot do, as Ollama does.
+def tool_call(index: int, call: ToolCall) -> dict[str, Any]:
+    function = {"index": index, "name": call.name, "arguments": call.arguments_object()}
+    return {"id": call.id, "function": function}
+
+
+def format_schema(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """Ollama's ``format`` (``"json"`` or a JSON schema) as the schema the reply must match."""
+    if fmt is None or isinstance(fmt, dict):
+        return fmt
+    return _ANY_OBJECT  # "json", the only string the protocol lets through
+
+
+def check_request(info: ModelInfo, name: str, *, tools: bool, think: Think) -> None:
+    """Refuse what the model cannot do, as Ollama does.
 
     Raises:
         APIError: 400 ``"name" does not support tools`` (or ``thinking``).
@@ -146,11 +89,20 @@ def output_parser(
         raise APIError(400, f'"{name}" does not support thinking')
     if tools and not info.tools:
         raise APIError(400, f'"{name}" does not support tools')
-    return OutputParser(info, tools=tools, think=think)
 
 
-def _function_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def thinking(info: ModelInfo, think: Think) -> bool | None:
+    """``enable_thinking`` for templates that can switch thinking on and off."""
+    if think is None or not info.reasoning:
+        return None
+    return think is not False
+
+
+def function_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Ollama tools are OpenAI's shape; a missing ``type`` means a function."""
-    if not isinstance(tool.get("function"), dict):
-        raise APIError(400, "tools: each tool needs a function object with a name")
-    return {"type": tool.get("type") or "function", "function": tool["function"]}
+    out = []
+    for tool in tools or []:
+        if not isinstance(tool.get("function"), dict):
+            raise APIError(400, "tools: each tool needs a function object with a name")
+        out.append({"type": tool.get("type") or "function", "function": tool["function"]})
+    return out

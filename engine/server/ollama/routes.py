@@ -15,11 +15,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from engine.client import EngineClient
 from engine.server.errors import APIError
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
 from engine.server.ollama.serving_embed import EmbedServing
 from engine.server.ollama.serving_generate import GenerationServing
+from engine.server.request_body import parse_body
 from engine.server.streaming import ClientGone
 
 logger = logging.getLogger(__name__)
@@ -38,9 +40,9 @@ _MANAGEMENT = {
 }
 
 
-def ollama_routes(serving: OllamaServing) -> list[Route]:
+def ollama_routes(serving: OllamaServing, engine: EngineClient) -> list[Route]:
     generation = GenerationServing(serving)
-    embeddings = EmbedServing(serving)
+    embeddings = EmbedServing(serving, engine)
 
     async def root(request: Request) -> Response:
         return PlainTextResponse("Sidelight is running (Ollama-compatible API)")
@@ -55,7 +57,7 @@ def ollama_routes(serving: OllamaServing) -> list[Route]:
         return JSONResponse(await serving.ps())
 
     async def show(request: Request) -> Response:
-        body = await serving.openai.parse(request, protocol.ModelRequest)
+        body = await parse_body(request, protocol.ModelRequest)
         return JSONResponse(await serving.show(body.target()))
 
     def refuse(action: str) -> Handler:

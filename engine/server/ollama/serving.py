@@ -1,9 +1,9 @@
 """Logic of the Ollama-compatible API shared by its routes: names, options, model metadata.
 
-Generation goes through the same :class:`OpenAIServing` as ``/v1`` (model loading on
-demand, engine admission, error mapping), so both surfaces behave alike; this module only
-translates Ollama's names and fields. Runs on the server's event loop and never blocks it:
-file reads happen in :class:`ModelDirectory` on a worker thread.
+Generation goes through the same :class:`engine.server.pipeline.Pipeline` as ``/v1`` (model
+loading on demand, engine admission, reply parsing, error mapping), so both surfaces behave
+alike; this module only translates Ollama's names and fields. Runs on the server's event
+loop and never blocks it: file reads happen in :class:`ModelDirectory` on a worker thread.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from engine.models import ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
-from engine.server.openai.serving import OpenAIServing
+from engine.server.pipeline import Pipeline
 from engine.server.sampling import sampling_params
 from engine.worker.messages import SamplingParams
 
@@ -57,9 +57,9 @@ def unsupported(action: str) -> APIError:
 class OllamaServing:
     """Model lookup, metadata and option mapping for the ``/api`` routes."""
 
-    def __init__(self, openai: OpenAIServing) -> None:
-        self.openai = openai
-        self.models = openai.models
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.models = pipeline.models
 
     async def find(self, name: str, action: str | None = None) -> ModelInfo:
         """The model ``name`` names (``:latest`` allowed).
@@ -79,10 +79,10 @@ class OllamaServing:
         """Make ``info`` the loaded model (loading it if needed), timing the load.
 
         Raises:
-            APIError: as :meth:`OpenAIServing.resolve_model` (503 while loading, 500 on failure).
+            APIError: as :meth:`Pipeline.resolve_model` (503 while loading, 500 on failure).
         """
         started = time.perf_counter()
-        spec = await self.openai.resolve_model(info.id)
+        spec = await self.pipeline.resolve_model(info.id)
         return Resolved(info, spec, time.perf_counter() - started)
 
     # ---- model metadata ------------------------------------------------------------------

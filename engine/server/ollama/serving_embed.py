@@ -14,22 +14,24 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineUnavailable, RequestFailed
+from engine.client import EngineClient, EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, log_ignored
-from engine.server.openai.serving import request_failed, unavailable
+from engine.server.pipeline.engine import request_failed, unavailable
+from engine.server.request_body import parse_body
 from engine.worker.messages import Embedded
 
 
 class EmbedServing:
-    def __init__(self, serving: OllamaServing) -> None:
+    def __init__(self, serving: OllamaServing, engine: EngineClient) -> None:
         self._serving = serving
+        self._engine = engine  # embeddings do not go through the generation pipeline
 
     async def embed(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await self._serving.openai.parse(request, protocol.EmbedRequest)
+        body = await parse_body(request, protocol.EmbedRequest)
         log_ignored(request.url.path, body.options)
         info = await self._embedding_model(body.model)
         result = await self._run(info, body.inputs())
@@ -45,7 +47,7 @@ class EmbedServing:
         )
 
     async def embeddings(self, request: Request) -> Response:
-        body = await self._serving.openai.parse(request, protocol.EmbeddingsRequest)
+        body = await parse_body(request, protocol.EmbeddingsRequest)
         log_ignored(request.url.path, body.options)
         info = await self._embedding_model(body.model)
         if not body.prompt:
@@ -65,7 +67,7 @@ class EmbedServing:
 
     async def _run(self, info: ModelInfo, texts: list[str]) -> Embedded:
         try:
-            return await self._serving.openai.engine.embed(info.spec, texts)
+            return await self._engine.embed(info.spec, texts)
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:

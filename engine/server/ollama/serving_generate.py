@@ -19,11 +19,19 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import RequestStream
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
-from engine.server.ollama.output import OutputParser, Piece, constraint, output_parser
+from engine.server.ollama.output import (
+    Piece,
+    Think,
+    check_request,
+    format_schema,
+    function_tools,
+    piece,
+    thinking,
+    whole,
+)
 from engine.server.ollama.serving import (
     OllamaServing,
     Resolved,
@@ -33,48 +41,45 @@ from engine.server.ollama.serving import (
     stop,
 )
 from engine.server.ollama.streaming import NDJSONResponse, ndjson
+from engine.server.pipeline import Done, GenerateRequest, Generation
+from engine.server.request_body import parse_body
 from engine.server.streaming import unless_disconnected
-from engine.worker.messages import Finished
 
 LineMaker = Callable[[Piece], dict[str, Any]]
 
 
 class GenerationServing:
-    """Chat and raw/templated generation over :class:`OllamaServing`."""
+    """Chat and raw/templated generation: Ollama's requests into the pipeline, its events
+    back out as Ollama's lines."""
 
     def __init__(self, serving: OllamaServing) -> None:
         self._serving = serving
 
     async def chat(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await self._serving.openai.parse(request, protocol.ChatRequest)
+        body = await parse_body(request, protocol.ChatRequest)
         log_ignored(request.url.path, body.options)
         if any(m.images for m in body.messages):
             raise _no_images()
         info = await self._serving.find(body.model, "chat")
-        parser = output_parser(info, body.model, tools=body.tools, think=body.think)
+        check_request(info, body.model, tools=bool(body.tools), think=body.think)
+        tools = function_tools(body.tools)
         resolved = await self._serving.load(info)
         if not body.messages:
             return _loaded(body.model, {"message": {"role": "assistant", "content": ""}})
-        stream = await self._serving.openai.start(
-            messages=_template_messages(body.messages),
-            max_tokens=max_tokens(body.options),
-            cap_max_tokens=True,
-            stop=stop(body.options),
-            sampling=sampling(body.options),
-            chat_template_kwargs=parser.template_kwargs(),
-            tools=parser.tools,
-            constraint=constraint(body.format),
+        generate = _generate_request(
+            body, info, messages=_template_messages(body.messages), tools=tools
         )
 
         def line(piece: Piece) -> dict[str, Any]:
             return protocol.chat_line(body.model, piece.message())
 
-        return await self._answer(request, body.stream, stream, parser, line, started, resolved)
+        answer = _Answer(line, body.think, started, resolved)
+        return await self._answer(request, body.stream, generate, answer)
 
     async def generate(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await self._serving.openai.parse(request, protocol.GenerateRequest)
+        body = await parse_body(request, protocol.GenerateRequest)
         log_ignored(request.url.path, body.options)
         if body.images:
             raise _no_images()
@@ -89,80 +94,93 @@ class GenerationServing:
                 400, "context token arrays are not supported; send the history to /api/chat"
             )
         info = await self._serving.find(body.model, "generate")
-        parser = output_parser(info, body.model, tools=None, think=body.think)
+        check_request(info, body.model, tools=False, think=body.think)
         prompt, messages = _generate_input(body, info)
         resolved = await self._serving.load(info)
         if not body.prompt and not body.suffix:
             return _loaded(body.model, {"response": ""})
-        stream = await self._serving.openai.start(
-            prompt=prompt,
-            messages=messages,
-            suffix=body.suffix or None,
-            max_tokens=max_tokens(body.options),
-            cap_max_tokens=True,
-            stop=stop(body.options),
-            sampling=sampling(body.options),
-            chat_template_kwargs=parser.template_kwargs() if messages else None,
-            constraint=constraint(body.format),
+        generate = _generate_request(
+            body, info, messages=messages, prompt=prompt, suffix=body.suffix or None
         )
 
         def line(piece: Piece) -> dict[str, Any]:
             return protocol.generate_line(body.model, piece.content, piece.thinking)
 
-        return await self._answer(request, body.stream, stream, parser, line, started, resolved)
+        answer = _Answer(line, body.think, started, resolved)
+        return await self._answer(request, body.stream, generate, answer)
 
     async def _answer(
-        self,
-        request: Request,
-        streamed: bool,
-        stream: RequestStream,
-        parser: OutputParser,
-        line: LineMaker,
-        started: float,
-        resolved: Resolved,
+        self, request: Request, streamed: bool, generate: GenerateRequest, answer: _Answer
     ) -> Response:
-        parser.begin(bool(stream.accepted and stream.accepted.opens_reasoning))
+        pipeline = self._serving.pipeline
         if streamed:
-            return NDJSONResponse(_lines(stream, parser, line, started, resolved))
-        collected = await unless_disconnected(request, self._serving.openai.collect(stream))
-        whole = Piece.join([*parser.feed(collected.text), *parser.finish()])
-        answer = line(whole)
-        answer.update(_final(collected.result, started, resolved))
-        return JSONResponse(answer)
+            generation = await pipeline.start(generate)
+            return NDJSONResponse(answer.lines(generation))
+        reply = await unless_disconnected(request, pipeline.collect(generate))
+        body = answer.line(whole(reply, answer.think))
+        body.update(answer.final(reply.done))
+        return JSONResponse(body)
 
 
-async def _lines(
-    stream: RequestStream,
-    parser: OutputParser,
-    line: LineMaker,
-    started: float,
-    resolved: Resolved,
-) -> AsyncIterator[str]:
-    async for event in stream:
-        if not isinstance(event, Finished):
-            for piece in parser.feed(event.text):
-                yield ndjson(line(piece))
-            continue
-        if event.finish_reason == "error":
-            yield ndjson({"error": event.error or "generation failed"})
-            return
-        for piece in [*parser.feed(event.text), *parser.finish()]:
-            yield ndjson(line(piece))
-        last = line(Piece())
-        last.update(_final(event, started, resolved))
-        yield ndjson(last)
-
-
-def _final(result: Finished, started: float, resolved: Resolved) -> dict[str, Any]:
-    return protocol.final_fields(
-        "length" if result.finish_reason == "length" else "stop",
-        total_seconds=time.perf_counter() - started,
-        load_seconds=resolved.load_seconds,
-        prompt_tokens=result.prompt_tokens,
-        prompt_seconds=result.ttft_seconds,
-        completion_tokens=result.completion_tokens,
-        decode_seconds=result.decode_seconds,
+def _generate_request(
+    body: protocol.ChatRequest | protocol.GenerateRequest,
+    info: ModelInfo,
+    *,
+    messages: list[dict[str, Any]] | None,
+    prompt: str | None = None,
+    suffix: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> GenerateRequest:
+    """The pipeline's request for /api/chat (messages) or /api/generate (either)."""
+    return GenerateRequest(
+        model=info.id,
+        dialect="ollama",
+        messages=messages,
+        prompt=prompt,
+        suffix=suffix,
+        max_tokens=max_tokens(body.options),
+        cap_max_tokens=True,  # num_predict is an upper bound, clipped to the context
+        stop=stop(body.options),
+        sampling=sampling(body.options),
+        tools=tools or [],
+        response_schema=format_schema(body.format),
+        schema_param="format",
+        thinking=thinking(info, body.think),
+        split_reasoning=info.reasoning,  # what the model's files say, as /api/show does
     )
+
+
+class _Answer:
+    """Renders one request's events as Ollama's lines and final statistics."""
+
+    def __init__(self, line: LineMaker, think: Think, started: float, resolved: Resolved) -> None:
+        self.line, self.think = line, think
+        self._started, self._resolved = started, resolved
+
+    async def lines(self, generation: Generation) -> AsyncIterator[str]:
+        """A line per part, then the last line with ``done: true``; a failure after the
+        stream started is one ``{"error": ...}`` line."""
+        try:
+            async for event in generation:
+                if isinstance(event, Done):
+                    last = self.line(Piece())
+                    last.update(self.final(event))
+                    yield ndjson(last)
+                elif (part := piece(event, self.think)) is not None:
+                    yield ndjson(self.line(part))
+        except APIError as exc:
+            yield ndjson({"error": exc.message})
+
+    def final(self, done: Done) -> dict[str, Any]:
+        return protocol.final_fields(
+            "length" if done.finish_reason == "length" else "stop",
+            total_seconds=time.perf_counter() - self._started,
+            load_seconds=self._resolved.load_seconds,
+            prompt_tokens=done.usage.prompt_tokens,
+            prompt_seconds=done.timings.ttft_seconds,
+            completion_tokens=done.usage.completion_tokens,
+            decode_seconds=done.timings.decode_seconds,
+        )
 
 
 def _loaded(model: str, fields: dict[str, Any]) -> Response:

@@ -31,6 +31,9 @@ from engine.server.fields import (
     check_schema,
     check_schema_size,
 )
+from engine.server.pipeline import Done
+from engine.server.sampling import sampling_params
+from engine.worker.messages import SamplingParams
 
 
 class _Request(BaseModel):
@@ -114,6 +117,19 @@ class _SamplingFields(_Request):
         if value != 1:
             raise ValueError("only n=1 is supported: Sidelight returns one choice per request")
         return value
+
+    def sampling(self) -> SamplingParams:
+        return sampling_params(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            seed=self.seed,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            repetition_penalty=self.repetition_penalty,
+            ignore_eos=self.ignore_eos,
+        )
 
     def stop_tuple(self) -> tuple[str, ...]:
         if self.stop is None:
@@ -217,13 +233,27 @@ class ChatCompletionRequest(_SamplingFields):
         return [t.model_dump(exclude_none=True) for t in self.tools or []]
 
     def template_kwargs(self) -> dict[str, Any]:
-        """``chat_template_kwargs`` plus what ``reasoning_effort`` means to templates."""
+        """``chat_template_kwargs`` plus ``reasoning_effort`` for templates that read it."""
         kwargs = dict(self.chat_template_kwargs or {})
         if self.reasoning_effort is not None:
             kwargs.setdefault("reasoning_effort", self.reasoning_effort)
-            if self.reasoning_effort == "none":
-                kwargs.setdefault("enable_thinking", False)
         return kwargs
+
+    @property
+    def thinking(self) -> bool | None:
+        """``reasoning_effort: "none"`` switches thinking off; otherwise the model decides."""
+        return False if self.reasoning_effort == "none" else None
+
+    @property
+    def response_schema(self) -> dict[str, Any] | None:
+        """The JSON schema ``response_format`` asks for (``None``: free text)."""
+        response_format = self.response_format
+        if response_format is None or response_format.type == "text":
+            return None
+        if response_format.type == "json_object":
+            return {"type": "object"}
+        assert response_format.json_schema is not None  # checked by ResponseFormat
+        return response_format.json_schema.json_schema
 
     def template_messages(self) -> list[dict[str, Any]]:
         """Messages as chat templates expect them: text content, tool-call arguments as dicts."""
@@ -405,6 +435,17 @@ def text_completion(
     if usage_ is not None or not chunk:
         body["usage"] = usage_
     return body
+
+
+def timings(done: Done) -> dict[str, Any]:
+    """llama.cpp-style timings: what chat UIs show as TTFT and tokens/s."""
+    ttft, tps = done.timings.ttft_seconds, done.tokens_per_second
+    return {
+        "prompt_n": done.usage.prompt_tokens,
+        "predicted_n": done.usage.completion_tokens,
+        "ttft_ms": round(ttft * 1000, 1) if ttft else None,
+        "predicted_per_second": round(tps, 2) if tps else None,
+    }
 
 
 def model_card(model_id: str, created: int, **extra: Any) -> dict[str, Any]:

@@ -6,22 +6,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server.openai.serving import OpenAIServing
+from engine.client import EngineClient
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
 from engine.server.openai.serving_embeddings import EmbeddingServing
+from engine.server.openai.serving_models import ModelCards
+from engine.server.pipeline import Pipeline
 
 
-def openai_routes(serving: OpenAIServing) -> list[Route]:
-    chat = ChatServing(serving)
-    completions = CompletionServing(serving)
-    embeddings = EmbeddingServing(serving)
+def openai_routes(pipeline: Pipeline, engine: EngineClient) -> list[Route]:
+    chat = ChatServing(pipeline)
+    completions = CompletionServing(pipeline)
+    embeddings = EmbeddingServing(pipeline.resolver, engine)
+    cards = ModelCards(pipeline.models)
 
     async def list_models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": await serving.model_cards()})
+        return JSONResponse({"object": "list", "data": await cards.all()})
 
     async def get_model(request: Request) -> Response:
-        return JSONResponse(await serving.model_card(request.path_params["model_id"]))
+        return JSONResponse(await cards.one(request.path_params["model_id"]))
 
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),

@@ -1,126 +1,106 @@
-"""``POST /v1/chat/completions``: streamed (SSE) and whole answers, tools, formats, reasoning.
+"""``POST /v1/chat/completions``: a translator into the pipeline and a renderer of its events.
 
-The reply text from the engine goes through one :class:`engine.parsing.ReplyParser`: a
-leading ``<think>`` block becomes ``reasoning_content``, tool-call syntax (chosen from the
-model's chat template) becomes ``tool_calls``, the rest is ``content``. ``tool_choice``
-``required`` or a named function, and ``response_format``, constrain decoding in the engine
-(GenAI structured output), so the JSON is valid against its schema whatever the model.
+The request becomes one :class:`GenerateRequest`; the pipeline parses the reply (a leading
+``<think>`` block is ``reasoning_content``, tool-call syntax is ``tool_calls``, the rest is
+``content``) and this module renders it as OpenAI's chunks (SSE) or one JSON body.
 
-Runs on the server's event loop; the engine is only reached through async streams.
+Runs on the server's event loop; the engine is only reached through the pipeline.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import RequestStream
-from engine.parsing import (
-    CALL_SYNTAX,
-    ContentDelta,
-    ReasoningText,
-    ReplyEvent,
-    ReplyParser,
-    ToolCallDelta,
-    ToolCallStart,
-    call_schema,
-    tool_format_for_template,
-)
-from engine.server.errors import error_body
+from engine.parsing import ContentDelta, ReasoningText, ToolCallDelta, ToolCallStart
+from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.openai.serving import OpenAIServing, sampling_from, timings
+from engine.server.pipeline import (
+    Done,
+    GenerateRequest,
+    Generation,
+    Logprobs,
+    Pipeline,
+    PipelineEvent,
+    Reply,
+    ToolChoice,
+    ToolMode,
+)
+from engine.server.request_body import parse_body
 from engine.server.streaming import EventStreamResponse, sse, unless_disconnected
-from engine.worker.messages import Finished, OutputConstraint
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """How one request is generated and parsed."""
-
-    tool_format: str | None  # parse tool calls in this syntax (None: tools not in play)
-    constraint: OutputConstraint | None
-    max_calls: int | None
-
-
-def plan_request(body: protocol.ChatCompletionRequest, chat_template: str | None) -> _Plan:
-    """Choose the tool syntax and any decoding constraint for ``body``."""
-    fmt = tool_format_for_template(chat_template) if body.calls_tools else None
-    max_calls = 1 if body.parallel_tool_calls is False else None
-    choice = body.tool_choice
-    if fmt is not None and (choice == "required" or isinstance(choice, protocol.NamedToolChoice)):
-        name = choice.function.name if isinstance(choice, protocol.NamedToolChoice) else None
-        syntax = CALL_SYNTAX[fmt]
-        schema = call_schema(fmt, body.tool_dicts(), name)
-        constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
-        return _Plan(fmt, constraint, 1 if name else max_calls)
-    response_format = body.response_format
-    if response_format is None or response_format.type == "text":
-        return _Plan(fmt, None, max_calls)
-    if response_format.type == "json_object":
-        schema_text = json.dumps({"type": "object"})
-    else:
-        assert response_format.json_schema is not None
-        schema_text = json.dumps(response_format.json_schema.json_schema)
-    return _Plan(fmt, OutputConstraint(schema_text, param="response_format"), max_calls)
 
 
 class ChatServing:
-    def __init__(self, serving: OpenAIServing) -> None:
-        self._serving = serving
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
 
     async def create(self, request: Request) -> Response:
-        body = await self._serving.parse(request, protocol.ChatCompletionRequest)
-        spec = await self._serving.resolve_model(body.model)
-        plan = plan_request(body, self._serving.engine.status().chat_template)
-        stream = await self._serving.start(
-            messages=body.template_messages(),
-            max_tokens=body.max_tokens,
-            stop=body.stop_tuple(),
-            sampling=sampling_from(body),
-            chat_template_kwargs=body.template_kwargs(),
-            tools=body.tool_dicts() if plan.tool_format else None,
-            constraint=plan.constraint,
-            logprobs=body.logprobs,
-        )
-        parser = ReplyParser(
-            tool_format=plan.tool_format,
-            starts_in_reasoning=bool(stream.accepted and stream.accepted.opens_reasoning),
-            max_calls=plan.max_calls,
-        )
+        body = await parse_body(request, protocol.ChatCompletionRequest)
+        generate = generate_request(body)
         rid, created = protocol.new_id("chatcmpl"), protocol.now()
         if body.stream:
-            events = _stream(stream, parser, rid, created, spec.id, body)
-            return EventStreamResponse(events)
-        collected = await unless_disconnected(request, self._serving.collect(stream))
-        parser.feed(collected.text)
-        parser.finish()
-        result = collected.result
-        calls = [call.to_openai() for call in parser.calls]
-        content = parser.content if parser.content or not calls else None
-        answer = protocol.chat_completion(
-            rid,
-            created,
-            spec.id,
-            protocol.chat_message(content, calls, parser.reasoning),
-            _finish_reason(result.finish_reason, bool(calls)),
-            protocol.usage(result.prompt_tokens, result.completion_tokens),
-            protocol.chat_logprobs(collected.logprobs) if body.logprobs else None,
-        )
-        answer["timings"] = timings(result)
-        return JSONResponse(answer)
+            generation = await self._pipeline.start(generate)
+            return EventStreamResponse(_stream(generation, rid, created, body))
+        reply = await unless_disconnected(request, self._pipeline.collect(generate))
+        return JSONResponse(_answer(reply, rid, created, body.logprobs))
 
 
-def _finish_reason(engine_reason: str, called: bool) -> str:
-    return "tool_calls" if called and engine_reason == "stop" else engine_reason
+# ---- translator --------------------------------------------------------------------------
 
 
-def _delta(event: ReplyEvent) -> dict[str, Any] | None:
-    """The OpenAI ``delta`` for one parsed event (``None``: nothing to send)."""
+def generate_request(body: protocol.ChatCompletionRequest) -> GenerateRequest:
+    """The pipeline's request for a validated chat completion."""
+    return GenerateRequest(
+        model=body.model,
+        dialect="openai",
+        messages=body.template_messages(),
+        max_tokens=body.max_tokens,
+        stop=body.stop_tuple(),
+        sampling=body.sampling(),
+        tools=body.tool_dicts(),
+        tool_choice=_tool_choice(body.tool_choice),
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        response_schema=body.response_schema,
+        thinking=body.thinking,
+        chat_template_kwargs=body.template_kwargs(),
+        logprobs=body.logprobs,
+        split_reasoning=True,  # any model's leading <think> block is reasoning_content
+    )
+
+
+def _tool_choice(choice: ToolMode | protocol.NamedToolChoice | None) -> ToolChoice:
+    if choice is None:
+        return ToolChoice()
+    if isinstance(choice, protocol.NamedToolChoice):
+        return ToolChoice("required", choice.function.name)
+    return ToolChoice(choice)
+
+
+# ---- renderer ----------------------------------------------------------------------------
+
+
+def _answer(reply: Reply, rid: str, created: int, logprobs: bool) -> dict[str, Any]:
+    calls = [call.to_openai() for call in reply.calls]
+    content = reply.content if reply.content or not calls else None
+    done = reply.done
+    answer = protocol.chat_completion(
+        rid,
+        created,
+        reply.started.model,
+        protocol.chat_message(content, calls, reply.reasoning),
+        done.finish_reason,
+        protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+        protocol.chat_logprobs(reply.logprobs) if logprobs else None,
+    )
+    answer["timings"] = protocol.timings(done)
+    return answer
+
+
+def _delta(event: PipelineEvent) -> dict[str, Any] | None:
+    """The OpenAI ``delta`` for one reply event (``None``: nothing to send)."""
     if isinstance(event, ReasoningText):
         return {"reasoning_content": event.text}
     if isinstance(event, ContentDelta):
@@ -135,15 +115,13 @@ def _delta(event: ReplyEvent) -> dict[str, Any] | None:
 
 
 async def _stream(
-    stream: RequestStream,
-    parser: ReplyParser,
-    rid: str,
-    created: int,
-    model: str,
-    body: protocol.ChatCompletionRequest,
+    generation: Generation, rid: str, created: int, body: protocol.ChatCompletionRequest
 ) -> AsyncIterator[str]:
-    """OpenAI's chunk sequence: role, deltas, one finish, optional usage, [DONE]."""
-    include_usage = body.include_usage
+    """OpenAI's chunk sequence: role, deltas, one finish, optional usage, [DONE].
+
+    A step's log-probabilities ride on its first delta, or on an empty delta of their own.
+    """
+    model, include_usage = generation.started.model, body.include_usage
 
     def chunk(
         delta: dict[str, Any] | None,
@@ -157,35 +135,29 @@ async def _stream(
         return sse(data)
 
     yield chunk({"role": "assistant"})  # the first chunk carries the role only
-    async for event in stream:
-        final = isinstance(event, Finished)
-        if isinstance(event, Finished) and event.finish_reason == "error":
-            yield sse(error_body(503, event.error or "generation failed", code="engine_error"))
-            return
-        parsed = parser.feed(event.text) + (parser.finish() if final else [])
-        logprobs = (
-            protocol.chat_logprobs([(t.token, t.logprob) for t in event.logprobs])
-            if body.logprobs and event.logprobs
-            else None
-        )
-        for delta in filter(None, map(_delta, parsed)):
-            yield chunk(delta, logprobs=logprobs)
-            logprobs = None
-        if logprobs is not None:
-            yield chunk({}, logprobs=logprobs)
-        if not isinstance(event, Finished):
-            continue
-        yield chunk({}, _finish_reason(event.finish_reason, bool(parser.calls)))
-        if include_usage:
-            final_chunk = protocol.chat_chunk(
-                rid,
-                created,
-                model,
-                None,
-                None,
-                protocol.usage(event.prompt_tokens, event.completion_tokens),
-                True,
-            )
-            final_chunk["timings"] = timings(event)
-            yield sse(final_chunk)
+    pending: dict[str, Any] | None = None  # log-probabilities waiting for a delta
+    try:
+        async for event in generation:
+            if isinstance(event, Logprobs | Done) and pending is not None:
+                yield chunk({}, logprobs=pending)
+                pending = None
+            if isinstance(event, Logprobs):
+                pending = protocol.chat_logprobs(list(event.items)) if event.items else None
+            elif isinstance(event, Done):
+                yield chunk({}, event.finish_reason)
+                if include_usage:
+                    yield _usage_chunk(event, rid, created, model)
+            elif (delta := _delta(event)) is not None:
+                yield chunk(delta, logprobs=pending)
+                pending = None
+    except APIError as exc:
+        yield sse(exc.body())
+        return
     yield sse("[DONE]")
+
+
+def _usage_chunk(done: Done, rid: str, created: int, model: str) -> str:
+    usage = protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens)
+    final = protocol.chat_chunk(rid, created, model, None, None, usage, True)
+    final["timings"] = protocol.timings(done)
+    return sse(final)

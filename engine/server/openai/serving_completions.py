@@ -3,89 +3,87 @@
 ``suffix`` is fill-in-the-middle through the model's FIM tokens (a model without them is a
 400 that names it); ``echo`` repeats the prompt; ``logprobs`` reports each generated token's
 log-probability (GenAI gives the chosen token's only, so ``top_logprobs`` holds just it).
+The text is never parsed: what the model wrote is what the client gets.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import RequestStream
-from engine.server.errors import APIError, error_body
+from engine.parsing import ContentDelta
+from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.openai.serving import OpenAIServing, sampling_from, timings
+from engine.server.pipeline import Done, GenerateRequest, Generation, Logprobs, Pipeline
+from engine.server.request_body import parse_body
 from engine.server.streaming import EventStreamResponse, sse, unless_disconnected
-from engine.worker.messages import Finished
 
 
 class CompletionServing:
-    def __init__(self, serving: OpenAIServing) -> None:
-        self._serving = serving
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
 
     async def create(self, request: Request) -> Response:
-        body = await self._serving.parse(request, protocol.CompletionRequest)
-        spec = await self._serving.resolve_model(body.model)
-        if body.suffix is not None and self._serving.engine.status().fim_tokens is None:
-            raise APIError(
-                400,
-                f"The model '{spec.id}' does not support fill-in-the-middle: it has no FIM "
-                "tokens. Use a code model that has them (e.g. Qwen2.5-Coder) or drop 'suffix'.",
-                param="suffix",
-                code="fim_not_supported",
-            )
-        prompt = body.prompt_text()
-        logprobs = body.logprobs is not None
-        stream = await self._serving.start(
-            prompt=prompt,
-            max_tokens=body.max_tokens,
-            stop=body.stop_tuple(),
-            sampling=sampling_from(body),
-            suffix=body.suffix,
-            logprobs=logprobs,
-        )
+        body = await parse_body(request, protocol.CompletionRequest)
+        generate = generate_request(body)
         rid, created = protocol.new_id("cmpl"), protocol.now()
-        echo = prompt if body.echo else ""
+        echo = body.prompt_text() if body.echo else ""
         if body.stream:
-            return EventStreamResponse(
-                _stream(stream, rid, created, spec.id, echo, body.include_usage, logprobs)
-            )
-        collected = await unless_disconnected(request, self._serving.collect(stream))
-        result = collected.result
+            generation = await self._pipeline.start(generate)
+            return EventStreamResponse(_stream(generation, rid, created, echo, body))
+        reply = await unless_disconnected(request, self._pipeline.collect(generate))
+        done = reply.done
         answer = protocol.text_completion(
             rid,
             created,
-            spec.id,
-            echo + collected.text,
-            result.finish_reason,
-            protocol.usage(result.prompt_tokens, result.completion_tokens),
-            logprobs=protocol.completion_logprobs(collected.logprobs, len(echo))
-            if logprobs
+            reply.started.model,
+            echo + reply.content,
+            done.finish_reason,
+            protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+            logprobs=protocol.completion_logprobs(reply.logprobs, len(echo))
+            if generate.logprobs
             else None,
         )
-        answer["timings"] = timings(result)
+        answer["timings"] = protocol.timings(done)
         return JSONResponse(answer)
 
 
+def generate_request(body: protocol.CompletionRequest) -> GenerateRequest:
+    """The pipeline's request for a validated completion: the prompt as written."""
+    return GenerateRequest(
+        model=body.model,
+        dialect="openai",
+        prompt=body.prompt_text(),
+        suffix=body.suffix,
+        max_tokens=body.max_tokens,
+        stop=body.stop_tuple(),
+        sampling=body.sampling(),
+        logprobs=body.logprobs is not None,
+        split_reasoning=False,
+    )
+
+
 async def _stream(
-    stream: RequestStream,
+    generation: Generation,
     rid: str,
     created: int,
-    model: str,
     echo: str,
-    include_usage: bool,
-    logprobs: bool,
+    body: protocol.CompletionRequest,
 ) -> AsyncIterator[str]:
+    """One chunk per engine step (with its log-probabilities), the finish, [DONE]."""
+    model, logprobs = generation.started.model, body.logprobs is not None
     offset = len(echo)
+    tokens: tuple[tuple[str, float], ...] = ()  # the step's log-probabilities
 
-    def chunk(text: str, finish: str | None = None, tokens: Any = ()) -> str:
-        nonlocal offset
+    def chunk(text: str | None, finish: str | None = None) -> str:
+        nonlocal offset, tokens
         probs = None
         if logprobs:
-            probs = protocol.completion_logprobs([(t.token, t.logprob) for t in tokens], offset)
-            offset += sum(len(t.token) for t in tokens)
+            probs = protocol.completion_logprobs(list(tokens), offset)
+            offset += sum(len(token) for token, _ in tokens)
+            tokens = ()
         return sse(
             protocol.text_completion(
                 rid, created, model, text, finish, None, chunk=True, logprobs=probs
@@ -94,23 +92,21 @@ async def _stream(
 
     if echo:
         yield chunk(echo)
-    async for event in stream:
-        if not isinstance(event, Finished):
-            yield chunk(event.text, tokens=event.logprobs)
-            continue
-        if event.finish_reason == "error":
-            yield sse(error_body(503, event.error or "generation failed", code="engine_error"))
-            return
-        yield chunk(event.text, event.finish_reason, event.logprobs)
-        if include_usage:
-            final = protocol.text_completion(
-                rid,
-                created,
-                model,
-                None,
-                None,
-                protocol.usage(event.prompt_tokens, event.completion_tokens),
-                chunk=True,
-            )
-            yield sse(final)
+    try:
+        async for event in generation:
+            if isinstance(event, Logprobs):
+                tokens = event.items
+            elif isinstance(event, ContentDelta):
+                yield chunk(event.text)
+            elif isinstance(event, Done):
+                yield chunk("", event.finish_reason)
+                if body.include_usage:
+                    usage = protocol.usage(event.usage.prompt_tokens, event.usage.completion_tokens)
+                    final = protocol.text_completion(
+                        rid, created, model, None, None, usage, chunk=True
+                    )
+                    yield sse(final)
+    except APIError as exc:
+        yield sse(exc.body())
+        return
     yield sse("[DONE]")

@@ -9,24 +9,25 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineUnavailable, RequestFailed
+from engine.client import EngineClient, EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.openai.serving import OpenAIServing, request_failed, unavailable
+from engine.server.pipeline.engine import request_failed, unavailable
+from engine.server.pipeline.models import ModelResolver
+from engine.server.request_body import parse_body
 from engine.server.streaming import unless_disconnected
 
 
 class EmbeddingServing:
-    def __init__(self, serving: OpenAIServing) -> None:
-        self._serving = serving
+    def __init__(self, resolver: ModelResolver, engine: EngineClient) -> None:
+        self._resolver = resolver
+        self._engine = engine
 
     async def create(self, request: Request) -> Response:
-        body = await self._serving.parse(request, protocol.EmbeddingRequest)
-        spec = await self._serving.embedding_spec(body.model)
+        body = await parse_body(request, protocol.EmbeddingRequest)
+        spec = await self._resolver.embedding_model(body.model)
         try:
-            result = await unless_disconnected(
-                request, self._serving.engine.embed(spec, body.texts())
-            )
+            result = await unless_disconnected(request, self._engine.embed(spec, body.texts()))
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:

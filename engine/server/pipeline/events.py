@@ -21,9 +21,10 @@ from engine.parsing import (
 )
 
 # stop: the model ended (or a stop string matched); length: max_tokens or the context;
-# tool_calls: it stopped after calling tools. An engine failure mid-stream is raised as
-# APIError instead, after the events already yielded.
-FinishReason = Literal["stop", "length", "tool_calls"]
+# tool_calls: it stopped after calling tools; cancelled: the consumer called
+# Generation.cancel() and read on (the desktop's Stop; HTTP dialects never see it). An
+# engine failure mid-stream is raised as APIError instead, after the events already yielded.
+FinishReason = Literal["stop", "length", "tool_calls", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ class Done:
     usage: Usage
     timings: Timings
     stop_sequence: str | None = None
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """The decoding rate (the first token counts as prefill, as in llama.cpp)."""
+        decode_tokens = max(self.usage.completion_tokens - 1, 0)
+        seconds = self.timings.decode_seconds
+        return decode_tokens / seconds if seconds and decode_tokens else None
 
 
 PipelineEvent = (

@@ -59,3 +59,7 @@ class GenerateRequest:
     thinking: bool | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     logprobs: bool = False
+    # Whether a leading <think> block becomes ReasoningText. False: the text passes through
+    # as written unless tool calls are parsed (raw completions); None: when the model's chat
+    # template knows thinking blocks.
+    split_reasoning: bool | None = None

@@ -1,0 +1,71 @@
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the loaded model first, then the store.
+
+Runs on the event loop; reading manifests happens on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from engine.models import ModelSpec
+from engine.server.model_info import ModelDirectory
+from engine.server.openai import protocol
+from engine.server.pipeline.models import not_found
+
+
+class ModelCards:
+    """Model cards in OpenAI's shape, with Sidelight's extra fields (status, context...)."""
+
+    def __init__(self, models: ModelDirectory) -> None:
+        self._models = models
+
+    async def all(self) -> list[dict[str, Any]]:
+        """The loaded model first, then every stored model, as ``/v1/models`` entries."""
+        return await asyncio.to_thread(self._cards)  # reads every manifest
+
+    async def one(self, name: str) -> dict[str, Any]:
+        cards = await self.all()
+        wanted = self._models.canonical(name)
+        for card in cards:
+            if card["id"] == wanted:
+                return card
+        raise not_found(name)
+
+    def _cards(self) -> list[dict[str, Any]]:
+        models = self._models
+        status = models.status()
+        cards: dict[str, dict[str, Any]] = {}
+        if status.model is not None:
+            cards[status.model.id] = {**_spec_card(status.model), "status": status.state}
+        for spec in models.seen.values():
+            cards.setdefault(spec.id, {**_spec_card(spec), "status": "available"})
+        for stored in models.store.list() if models.store else []:
+            if stored.id not in cards:
+                info = stored.describe()
+                cards[stored.id] = {
+                    "created": _mtime(stored.path),
+                    "context_length": info.get("context_length"),
+                    "format": info.get("format"),
+                    "task": info.get("task", "chat"),
+                    "capabilities": info.get("capabilities"),
+                    "status": "available",
+                }
+        return [protocol.model_card(mid, **card) for mid, card in cards.items()]
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime)
+    except OSError:
+        return protocol.now()
+
+
+def _spec_card(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "created": _mtime(spec.path),
+        "context_length": spec.context_length,
+        "format": spec.format,
+        "task": "chat",
+    }

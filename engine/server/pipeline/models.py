@@ -1,0 +1,142 @@
+"""Which model serves a request: lookup (case-insensitive), on-demand loading, refusals.
+
+Shared by every dialect's generation (through :class:`engine.server.pipeline.Pipeline`) and
+by the embedding routes. Runs on the event loop; waiting for a load happens on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING
+from engine.gguf import GGUFError
+from engine.gguf_check import check_gguf
+from engine.models import ModelError, ModelSpec
+from engine.server.errors import APIError
+from engine.server.model_info import ModelDirectory
+from engine.server.pipeline.engine import EngineLike
+from engine.store import ModelStore, StoreError
+
+logger = logging.getLogger(__name__)
+
+# How long a request waits for a model to load before answering 503 + Retry-After.
+LOAD_WAIT_SECONDS = 20.0
+RETRY_AFTER_SECONDS = 5
+
+
+class ModelResolver:
+    """Models a request may name: the loaded one (which may have come from a path) and
+    every model in the store; naming a stored model that is not loaded loads it."""
+
+    def __init__(
+        self, engine: EngineLike, store: ModelStore | None, models: ModelDirectory
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.models = models
+
+    async def chat_model(self, name: str) -> ModelSpec:
+        """The spec to generate ``name`` with, loading it from the store when needed.
+
+        ``name`` may differ from the id in case and surrounding spaces: a request for
+        ``TINY-CODER`` is served by (and never reloads) the loaded ``tiny-coder``.
+
+        Raises:
+            APIError: 404 for an unknown (or path-like) name; 400 for an embedding model;
+                422 for a damaged one; 503 with Retry-After while a model takes longer than
+                :data:`LOAD_WAIT_SECONDS` to load; 500 when loading failed.
+        """
+        status = self.models.status()
+        name = self.models.canonical(name)
+        if status.model is None or status.model.id != name:
+            # Read on the loop: awaiting here would let a second request start the same load.
+            seen = self.models.seen.get(name)
+            spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
+            if spec.task != "chat":
+                raise APIError(
+                    400,
+                    f"'{name}' is an embedding model; use POST /v1/embeddings with it",
+                    param="model",
+                    code="model_not_generative",
+                )
+            current = status.model.id if status.model else "no model"
+            logger.info("request for %s: switching from %s", name, current)
+            self.engine.load(spec, status.device)
+        elif status.state not in (LOADING, RESTARTING, STARTING):
+            return status.model
+        status = await asyncio.to_thread(self.engine.wait_for, {READY, ERROR}, LOAD_WAIT_SECONDS)
+        if status.state == READY and status.model is not None and status.model.id == name:
+            return status.model
+        if status.state == ERROR:
+            raise APIError(
+                500, status.message or f"could not load {name}", code="model_load_failed"
+            )
+        raise APIError(
+            503,
+            f"{name} is still loading; retry shortly",
+            code="model_loading",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    async def embedding_model(self, name: str) -> ModelSpec:
+        """The embedding model ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
+        """
+        self.models.status()  # notes the loaded model (perhaps from a path) in seen
+        name = self.models.canonical(name)
+        spec = self.models.seen.get(name)
+        if spec is None:  # reading the store (manifest, config) stays off the event loop
+            spec = await asyncio.to_thread(self._stored_spec, name)
+        if spec.task != "embeddings":
+            raise APIError(
+                400,
+                f"'{name}' is not an embedding model; embeddings need one (e.g. bge, e5, "
+                "nomic-embed) in the model store",
+                param="model",
+                code="model_not_embedding",
+            )
+        return spec
+
+    def _stored_spec(self, name: str) -> ModelSpec:
+        if self.store is None:
+            raise not_found(name)
+        try:
+            return self.store.spec(name)
+        except StoreError as exc:  # path-like ids land here too, before any file access
+            raise not_found(name) from exc
+        except ModelError as exc:
+            raise _damaged(name, exc) from exc
+
+    @staticmethod
+    def _recheck(spec: ModelSpec) -> ModelSpec:
+        """Check a GGUF seen earlier again before the engine opens it: the file may have
+        changed since (a cut-short copy). The check is cached by size and mtime."""
+        if spec.path.is_file():
+            try:
+                check_gguf(spec.path)
+            except GGUFError as exc:
+                raise _damaged(spec.id, exc) from exc
+        return spec
+
+
+def not_found(name: str) -> APIError:
+    return APIError(
+        404,
+        f"The model '{name}' does not exist; see GET /v1/models",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def _damaged(name: str, exc: Exception) -> APIError:
+    # 422: the request is fine but names a model whose files cannot be served; the fix is
+    # the person's (remove or re-download it), not a retry.
+    return APIError(
+        422,
+        f"the model '{name}' is damaged: {exc}; remove it (sidelight rm) and download it again",
+        param="model",
+        code="model_damaged",
+    )

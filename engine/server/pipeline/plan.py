@@ -1,0 +1,116 @@
+"""How one request is generated and parsed: tool syntax, decoding constraint, reply parser.
+
+The tool-call syntax comes from the loaded model's chat template. ``tool_choice``
+``required`` (or a named function) constrains decoding to one call in that syntax, and a
+``response_schema`` constrains it to matching JSON (GenAI structured output), so the JSON is
+valid against its schema whatever the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from engine.parsing import (
+    CALL_SYNTAX,
+    ContentDelta,
+    ReplyEvent,
+    ReplyParser,
+    call_schema,
+    template_supports_reasoning,
+    tool_format_for_template,
+)
+from engine.server.errors import APIError
+from engine.server.pipeline.request import GenerateRequest
+from engine.worker.messages import GenerationRequest, OutputConstraint
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the engine is asked for, and how its text is read back."""
+
+    tool_format: str | None  # parse tool calls in this syntax (None: tools not in play)
+    constraint: OutputConstraint | None
+    max_calls: int | None  # keep at most this many calls (None: all)
+    split_reasoning: bool
+
+
+def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
+    """Choose the tool syntax, any decoding constraint and the reply parsing for ``request``.
+
+    Raises:
+        APIError: 400 when ``tool_choice`` names a function no tool has.
+    """
+    split = request.split_reasoning
+    if split is None:
+        split = template_supports_reasoning(chat_template)
+    choice = request.tool_choice
+    calls_tools = bool(request.tools) and choice.mode != "none"
+    fmt = tool_format_for_template(chat_template) if calls_tools else None
+    max_calls = None if request.parallel_tool_calls else 1
+    if fmt is not None and (choice.mode == "required" or choice.name is not None):
+        syntax = CALL_SYNTAX[fmt]
+        try:
+            schema = call_schema(fmt, request.tools, choice.name)
+        except ValueError as exc:  # a dialect let a name through that no tool has
+            raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
+        constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
+        return Plan(fmt, constraint, 1 if choice.name else max_calls, split)
+    if request.response_schema is None:
+        return Plan(fmt, None, max_calls, split)
+    schema_text = json.dumps(request.response_schema)
+    return Plan(fmt, OutputConstraint(schema_text, param=request.schema_param), max_calls, split)
+
+
+def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
+    """The worker's request: ``thinking`` becomes the templates' ``enable_thinking`` (an
+    explicit ``chat_template_kwargs`` entry wins); tools go in only when they are in play."""
+    kwargs = dict(request.chat_template_kwargs)
+    if request.messages is not None and request.thinking is not None:
+        kwargs.setdefault("enable_thinking", request.thinking)
+    return GenerationRequest(
+        messages=request.messages,
+        prompt=request.prompt,
+        suffix=request.suffix,
+        max_tokens=request.max_tokens,
+        cap_max_tokens=request.cap_max_tokens,
+        stop=request.stop,
+        sampling=request.sampling,
+        chat_template_kwargs=kwargs,
+        tools=request.tools if plan.tool_format else None,
+        constraint=plan.constraint,
+        logprobs=request.logprobs,
+    )
+
+
+class ReplyReader:
+    """The engine's text as reply events, per :class:`Plan`.
+
+    Without tools and reasoning to split the text passes through as written (a parser would
+    hold back a leading space or ``<`` until it knows more). Not thread-safe: one per request.
+    """
+
+    def __init__(self, plan: Plan, opens_reasoning: bool) -> None:
+        self._parser: ReplyParser | None = None
+        if plan.tool_format is not None or plan.split_reasoning:
+            self._parser = ReplyParser(
+                tool_format=plan.tool_format,
+                starts_in_reasoning=opens_reasoning and plan.split_reasoning,
+                max_calls=plan.max_calls,
+            )
+
+    @property
+    def called(self) -> bool:
+        """Whether the reply made a tool call so far."""
+        return self._parser is not None and bool(self._parser.calls)
+
+    def feed(self, text: str) -> list[ReplyEvent]:
+        if self._parser is None:
+            return [ContentDelta(text)]
+        return self._parser.feed(text)
+
+    def finish(self, text: str) -> list[ReplyEvent]:
+        """The last text, and everything held back."""
+        if self._parser is None:
+            return [ContentDelta(text)] if text else []
+        return self._parser.feed(text) + self._parser.finish()

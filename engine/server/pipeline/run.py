@@ -1,0 +1,215 @@
+"""The one generation path: resolve the model, plan, submit, parse, count, fail typed.
+
+Every dialect (and the desktop chat) calls :meth:`Pipeline.start` or
+:meth:`Pipeline.collect` with a :class:`GenerateRequest` and renders what comes back.
+
+Threading: runs on one event loop per request (the server's, or the desktop's asyncio
+thread); only :meth:`Generation.cancel` may be called from another thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+
+from engine.client import EngineUnavailable, RequestFailed
+from engine.models import ModelSpec
+from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
+from engine.server.errors import APIError
+from engine.server.model_info import ModelDirectory
+from engine.server.pipeline.engine import (
+    EngineLike,
+    EngineStream,
+    engine_failed,
+    request_failed,
+    unavailable,
+)
+from engine.server.pipeline.events import (
+    Done,
+    FinishReason,
+    Logprobs,
+    PipelineEvent,
+    Reply,
+    Started,
+    Timings,
+    Usage,
+)
+from engine.server.pipeline.models import ModelResolver
+from engine.server.pipeline.plan import Plan, ReplyReader, engine_request, plan_request
+from engine.server.pipeline.request import GenerateRequest
+from engine.store import ModelStore
+from engine.worker.messages import Finished, TextDelta, TokenLogprob
+
+logger = logging.getLogger(__name__)
+
+ENGINE_CANCELLED = "the engine cancelled the request (the model was switched or unloaded); retry it"
+
+
+class Pipeline:
+    """Turns a :class:`GenerateRequest` into reply events, whatever dialect asked.
+
+    Args:
+        engine: the engine (the real client, or a scripted fake in unit tests).
+        store: the model store requests may name models from (``None``: the loaded model
+            only).
+    """
+
+    def __init__(self, engine: EngineLike, store: ModelStore | None = None) -> None:
+        self.engine = engine
+        self.store = store
+        # One record of the models seen, shared by every dialect's model listing.
+        self.models = ModelDirectory(engine, store)
+        self.resolver = ModelResolver(engine, store, self.models)
+
+    async def resolve_model(self, name: str) -> ModelSpec:
+        """The loaded spec for ``name``, loading it when needed (see
+        :meth:`ModelResolver.chat_model`); a dialect calls it alone to warm a model up."""
+        return await self.resolver.chat_model(name)
+
+    async def start(self, request: GenerateRequest) -> Generation:
+        """Resolve the model, submit, and wait until the engine accepts the request.
+
+        Raises:
+            APIError: every refusal, before anything is sent to the client: unknown model
+                (404), prompt over the context or a bad field (400), no fill-in-the-middle
+                tokens (400), a model still loading or an engine restarting (503), ...
+        """
+        spec = await self.resolve_model(request.model)
+        status = self.engine.status()
+        if request.suffix is not None and status.fim_tokens is None:
+            raise APIError(
+                400,
+                f"The model '{spec.id}' does not support fill-in-the-middle: it has no FIM "
+                "tokens. Use a code model that has them (e.g. Qwen2.5-Coder) or drop 'suffix'.",
+                param="suffix",
+                code="fim_not_supported",
+            )
+        plan = plan_request(request, status.chat_template)
+        try:
+            stream = self.engine.submit(engine_request(request, plan))
+        except EngineUnavailable as exc:
+            raise unavailable(exc) from exc
+        try:
+            accepted = await stream.start()
+        except RequestFailed as exc:
+            raise request_failed(exc) from exc
+        except BaseException:  # cancelled while waiting (the client went away)
+            stream.cancel()
+            raise
+        logger.debug(
+            "%s request on %s: %d prompt tokens", request.dialect, spec.id, accepted.prompt_tokens
+        )
+        started = Started(spec.id, accepted.prompt_tokens)
+        return Generation(stream, started, plan, accepted.opens_reasoning, request.logprobs)
+
+    async def collect(self, request: GenerateRequest) -> Reply:
+        """The whole answer, parsed.
+
+        Raises:
+            APIError: as :meth:`start`, and 503 ``engine_error`` when generation fails.
+        """
+        generation = await self.start(request)
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCall] = []
+        logprobs: list[tuple[str, float]] = []
+        async for event in generation:
+            if isinstance(event, Done):
+                return Reply(
+                    generation.started,
+                    event,
+                    "".join(content),
+                    "".join(reasoning),
+                    calls,
+                    logprobs,
+                )
+            if isinstance(event, Logprobs):
+                logprobs.extend(event.items)
+            elif isinstance(event, ReasoningText):
+                reasoning.append(event.text)
+            elif isinstance(event, ContentDelta):
+                content.append(event.text)
+            elif isinstance(event, ToolCallEnd):
+                calls.append(event.call)
+        raise AssertionError("a generation always ends with Done")  # pragma: no cover
+
+
+class Generation:
+    """One accepted request: :attr:`started`, then its events by async iteration.
+
+    Yields reply events (reasoning, content, tool calls), :class:`Logprobs` when requested
+    (one before each engine step's events, empty when the step had none), and a final
+    :class:`Done`. An engine failure mid-stream raises :class:`APIError` (503,
+    ``engine_error``). Leaving the iteration early cancels the request in the engine.
+    Iterate once.
+    """
+
+    def __init__(
+        self,
+        stream: EngineStream,
+        started: Started,
+        plan: Plan,
+        opens_reasoning: bool,
+        logprobs: bool,
+    ) -> None:
+        self.started = started
+        self._stream = stream
+        self._reader = ReplyReader(plan, opens_reasoning)
+        self._logprobs = logprobs
+        self._cancel_requested = False
+        self._done = False
+        self.tokens = 0  # tokens generated so far (the desktop's live rate reads it)
+
+    def cancel(self) -> None:
+        """Stop generating (any thread). A consumer that reads on gets what was generated,
+        then ``Done`` with ``finish_reason="cancelled"``."""
+        self._cancel_requested = True
+        self._stream.cancel()
+
+    def __aiter__(self) -> AsyncGenerator[PipelineEvent, None]:
+        return self._events()
+
+    async def _events(self) -> AsyncGenerator[PipelineEvent, None]:
+        try:
+            async for event in self._stream:
+                if self._logprobs:
+                    yield Logprobs(_items(event.logprobs))
+                if isinstance(event, TextDelta):
+                    self.tokens += event.tokens
+                    for parsed in self._reader.feed(event.text):
+                        yield parsed
+                    continue
+                reason = self._finish_reason(event)
+                for parsed in self._reader.finish(event.text):
+                    yield parsed
+                self._done = True
+                yield _done(event, reason)
+                return
+            raise APIError(500, "the engine ended the request without a result")
+        finally:
+            if not self._done:
+                self._stream.cancel()
+
+    def _finish_reason(self, event: Finished) -> FinishReason:
+        if event.finish_reason == "error":
+            raise engine_failed(event.error)
+        if event.finish_reason == "cancelled":
+            if not self._cancel_requested:
+                raise engine_failed(ENGINE_CANCELLED)
+            return "cancelled"
+        if event.finish_reason == "stop" and self._reader.called:
+            return "tool_calls"
+        return event.finish_reason
+
+
+def _items(logprobs: tuple[TokenLogprob, ...]) -> tuple[tuple[str, float], ...]:
+    return tuple((t.token, t.logprob) for t in logprobs)
+
+
+def _done(event: Finished, reason: FinishReason) -> Done:
+    return Done(
+        reason,
+        Usage(event.prompt_tokens, event.completion_tokens),
+        Timings(event.ttft_seconds, event.decode_seconds),
+        event.stop_sequence,
+    )
