@@ -150,6 +150,7 @@ class ResponseRenderer:
             part = {"type": "summary_text" if self.as_summary else "reasoning_text", "text": ""}
         self._open = item
         where = {"item_id": item.item_id, "output_index": index}
+        added = self._event("response.output_item.added", output_index=index, item=announced)
         if kind == "reasoning" and self.as_summary:
             part_added = self._event(
                 "response.reasoning_summary_part.added", **where, summary_index=0, part=part
@@ -158,10 +159,7 @@ class ResponseRenderer:
             part_added = self._event(
                 "response.content_part.added", **where, content_index=0, part=part
             )
-        return [
-            self._event("response.output_item.added", output_index=index, item=announced),
-            part_added,
-        ]
+        return [added, part_added]
 
     def _close(self, status: Literal["completed", "incomplete"] = "completed") -> list[Event]:
         """Finish the streaming reasoning or message item, if there is one."""
