@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.server.responses.protocol import new_id
+from engine.server.responses.objects import new_id
 from engine.server.responses.store import ResponseStore, StoredResponse
 
 DAY = 24 * 3600.0

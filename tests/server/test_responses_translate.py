@@ -43,6 +43,8 @@ def refusal(data: dict[str, Any]) -> APIError:
     [
         ({"model": ""}, "model"),
         ({"input": 3}, "input"),
+        ({"input": []}, "input"),
+        ({"input": [{"role": "developer", "content": "Only rules."}]}, "input"),
         ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0"),
         ({"input": [{"role": "robot", "content": "x"}]}, "input.0.role"),
         ({"input": ["Hello", {"type": "message", "role": "user", "content": "x"}]}, "input.0"),
@@ -57,6 +59,7 @@ def refusal(data: dict[str, Any]) -> APIError:
         ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "thing"}}]}, "tools.0.parameters"),
         ({"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "function"}]}]}, "tools.0.tools.0.name"),
         ({"tools": [WEATHER, {**WEATHER, "description": "again"}]}, "tools"),
+        ({"tools": [{"type": "namespace", "name": f"n{i}", "tools": [{**WEATHER, "name": f"f{i}_{j}"} for j in range(20)]} for i in range(7)]}, "tools"),
         ({"tool_choice": "sometimes"}, "tool_choice"),
         ({"tool_choice": {"type": "web_search"}}, "tool_choice"),
         ({"tool_choice": {"type": "function", "name": "nope"}, "tools": [WEATHER]}, "tool_choice"),

@@ -18,13 +18,13 @@ Not thread-safe: one renderer per request, used on the event loop.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.parsing import ContentDelta, ReasoningText, ToolCallDelta, ToolCallEnd, ToolCallStart
 from engine.server.errors import APIError
 from engine.server.pipeline import Done, Logprobs, PipelineEvent, Reply
-from engine.server.responses import protocol
+from engine.server.responses import objects
 
 Event = dict[str, Any]
 _Kind = Literal["reasoning", "message"]
@@ -49,27 +49,34 @@ class _OpenCall:
     arguments: str = ""
 
 
-@dataclass
 class ResponseRenderer:
     """Renders one response.
 
     Args:
-        response: the response object as :func:`protocol.response_object` builds it.
+        response: the response object as :func:`objects.response_object` builds it; it is
+            updated in place and, once :attr:`finished`, is the final response.
         as_summary: the thinking goes out as the reasoning summary (the request asked for
             one) rather than as raw reasoning text.
         namespaces: function name -> namespace, for calls of namespaced tools.
     """
 
-    response: dict[str, Any]
-    as_summary: bool = False
-    namespaces: dict[str, str] = field(default_factory=dict)
-    _sequence: int = 0
-    _output: list[dict[str, Any]] = field(default_factory=list)
-    _open: _OpenItem | None = None
-    _calls: dict[int, _OpenCall] = field(default_factory=dict)
-    _logprobs: list[tuple[str, float]] = field(default_factory=list)
-    _answered: bool = False
-    finished: bool = False
+    def __init__(
+        self,
+        response: dict[str, Any],
+        *,
+        as_summary: bool = False,
+        namespaces: dict[str, str] | None = None,
+    ) -> None:
+        self.response = response
+        self.as_summary = as_summary
+        self.namespaces = namespaces or {}
+        self.finished = False
+        self._sequence = 0
+        self._output: list[dict[str, Any]] = []  # finished items, in output order
+        self._open: _OpenItem | None = None
+        self._calls: dict[int, _OpenCall] = {}  # by the call's index in the reply
+        self._logprobs: list[tuple[str, float]] = []
+        self._answered = False
 
     def start(self) -> list[Event]:
         return [
@@ -141,12 +148,12 @@ class ResponseRenderer:
         index = self._next_index()
         if kind == "message":
             self._answered = True
-            item = _OpenItem(kind, protocol.new_id("msg"), index)
-            announced = protocol.message_item(item.item_id, "", "in_progress")
-            part = protocol.output_text("")
+            item = _OpenItem(kind, objects.new_id("msg"), index)
+            announced = objects.message_item(item.item_id, "", "in_progress")
+            part = objects.output_text("")
         else:
-            item = _OpenItem(kind, protocol.new_id("rs"), index)
-            announced = protocol.reasoning_item(item.item_id, None, as_summary=self.as_summary)
+            item = _OpenItem(kind, objects.new_id("rs"), index)
+            announced = objects.reasoning_item(item.item_id, None, as_summary=self.as_summary)
             part = {"type": "summary_text" if self.as_summary else "reasoning_text", "text": ""}
         self._open = item
         where = {"item_id": item.item_id, "output_index": index}
@@ -168,9 +175,9 @@ class ResponseRenderer:
             return []
         where = {"item_id": item.item_id, "output_index": item.output_index}
         if item.kind == "message":
-            logprobs = protocol.token_logprobs(self._logprobs)
+            logprobs = objects.token_logprobs(self._logprobs)
             self._logprobs = []
-            done = protocol.message_item(item.item_id, item.text, status, logprobs)
+            done = objects.message_item(item.item_id, item.text, status, logprobs)
             events = [
                 self._event(
                     "response.output_text.done",
@@ -183,11 +190,11 @@ class ResponseRenderer:
                     "response.content_part.done",
                     **where,
                     content_index=0,
-                    part=protocol.output_text(item.text, logprobs),
+                    part=objects.output_text(item.text, logprobs),
                 ),
             ]
         elif self.as_summary:
-            done = protocol.reasoning_item(item.item_id, item.text, as_summary=True)
+            done = objects.reasoning_item(item.item_id, item.text, as_summary=True)
             part = {"type": "summary_text", "text": item.text}
             events = [
                 self._event(
@@ -198,7 +205,7 @@ class ResponseRenderer:
                 ),
             ]
         else:
-            done = protocol.reasoning_item(item.item_id, item.text, as_summary=False)
+            done = objects.reasoning_item(item.item_id, item.text, as_summary=False)
             part = {"type": "reasoning_text", "text": item.text}
             events = [
                 self._event(
@@ -210,7 +217,7 @@ class ResponseRenderer:
 
     def _call_start(self, event: ToolCallStart) -> list[Event]:
         events = self._close()
-        call = _OpenCall(protocol.new_id("fc"), self._next_index(), event.id, event.name)
+        call = _OpenCall(objects.new_id("fc"), self._next_index(), event.id, event.name)
         self._calls[event.index] = call
         item = self._call_item(call, "in_progress")
         events.append(
@@ -254,7 +261,7 @@ class ResponseRenderer:
     ) -> dict[str, Any]:
         arguments = call.arguments if status != "in_progress" else ""
         namespace = self.namespaces.get(call.name)
-        return protocol.function_call_item(
+        return objects.function_call_item(
             call.item_id, call.call_id, call.name, arguments, status, namespace
         )
 
@@ -272,12 +279,12 @@ class ResponseRenderer:
         self.response.update(
             status=status,
             output=list(self._output),
-            usage=protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+            usage=objects.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
         )
         if status == "incomplete":
             self.response["incomplete_details"] = {"reason": "max_output_tokens"}
         else:
-            self.response["completed_at"] = protocol.now()
+            self.response["completed_at"] = objects.now()
         events.append(self._event(f"response.{status}", response=self._snapshot()))
         return events
 

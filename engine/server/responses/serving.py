@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from engine.server.errors import APIError
 from engine.server.json_body import read_json_object
 from engine.server.pipeline import GenerateRequest, PipelineEvent, Reply, Started
-from engine.server.responses import protocol
+from engine.server.responses import objects, protocol
 from engine.server.responses.render import ResponseRenderer, whole
 from engine.server.responses.store import ResponseStore, StoredResponse
 from engine.server.responses.translate import Turn, translate
@@ -69,7 +69,7 @@ class ResponsesServing:
                 await self._stored(body.previous_response_id, "previous_response_id")
             ).history()
         turn = translate(body, history)
-        response_id, created = protocol.new_id("resp"), protocol.now()
+        response_id, created = objects.new_id("resp"), objects.now()
         if body.stream:
             generation = await self._pipeline.start(turn.request)  # errors before any byte
             renderer = self._renderer(body, turn, response_id, created, generation.started.model)
@@ -99,7 +99,7 @@ class ResponsesServing:
     def _renderer(
         body: protocol.ResponsesRequest, turn: Turn, response_id: str, created: int, model: str
     ) -> ResponseRenderer:
-        response = protocol.response_object(
+        response = objects.response_object(
             body, response_id=response_id, created_at=created, model=model, tools=turn.tools
         )
         return ResponseRenderer(

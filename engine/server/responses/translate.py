@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.server.errors import APIError
+from engine.server.fields import MAX_TOOLS
 from engine.server.pipeline import GenerateRequest, ToolChoice, ToolMode
 from engine.server.responses import protocol
 from engine.server.responses.protocol import (
@@ -64,10 +65,15 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
     previous = protocol.parse_items(history, "previous_response_id") if history else []
     tools, echo, namespaces = _offered_tools(body)
     tools, choice = _tool_choice(body.tool_choice, tools)
+    messages = to_messages([*previous, *body.input], body.instructions)
+    if not any(m["role"] != "system" for m in messages):
+        raise APIError(
+            400, "input: send at least one message or item", param="input", code="invalid_value"
+        )
     request = GenerateRequest(
         model=body.model,
         dialect="responses",
-        messages=to_messages([*previous, *body.input], body.instructions),
+        messages=messages,
         max_tokens=body.max_output_tokens,
         cap_max_tokens=True,  # max_output_tokens is an upper bound, not a demand
         sampling=sampling_params(temperature=body.temperature, top_p=body.top_p),
@@ -163,6 +169,13 @@ def _offered_tools(
         echo.append(tool.model_dump(mode="json", exclude_none=True))
     if hosted:
         logger.info("responses: not offering %s (tools only OpenAI runs)", ", ".join(hosted))
+    if len(tools) > MAX_TOOLS:
+        raise APIError(
+            400,
+            f"tools: at most {MAX_TOOLS} function tools are allowed, namespaces included",
+            param="tools",
+            code="invalid_value",
+        )
     return tools, echo, namespaces
 
 
