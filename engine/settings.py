@@ -59,6 +59,8 @@ class Paths:
     models_dir: Path
     cache_dir: Path
     log_dir: Path
+    # What Sidelight keeps for the user beyond models: stored API responses.
+    data_dir: Path
 
     @property
     def config_file(self) -> Path:
@@ -68,6 +70,11 @@ class Paths:
     def compile_cache_dir(self) -> Path:
         """OpenVINO's compiled-blob cache: makes the second GPU/NPU load fast."""
         return self.cache_dir / "compiled"
+
+    @property
+    def responses_dir(self) -> Path:
+        """Stored OpenAI Responses (``store: true``), one JSON file each."""
+        return self.data_dir / "responses"
 
     def ensure(self) -> None:
         for folder in (self.config_dir, self.models_dir, self.cache_dir, self.log_dir):
@@ -206,19 +213,21 @@ def default_paths(env: Mapping[str, str]) -> Paths:
     home = env.get("SIDELIGHT_HOME")
     if home:
         root = Path(home).expanduser()
-        base = Paths(root / "config", root / "models", root / "cache", root / "logs")
+        base = Paths(root / "config", root / "models", root / "cache", root / "logs", root / "data")
     else:
         base = Paths(
             config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
             models_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "models",
             cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
             log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
+            data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
         )
     return Paths(
         config_dir=_path(env, "SIDELIGHT_CONFIG_DIR", base.config_dir),
         models_dir=_path(env, "SIDELIGHT_MODELS_DIR", base.models_dir),
         cache_dir=_path(env, "SIDELIGHT_CACHE_DIR", base.cache_dir),
         log_dir=_path(env, "SIDELIGHT_LOG_DIR", base.log_dir),
+        data_dir=_path(env, "SIDELIGHT_DATA_DIR", base.data_dir),
     )
 
 

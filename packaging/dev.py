@@ -142,19 +142,26 @@ def run(args: list[str]) -> int:
     return subprocess.call([str(BIN / "sidelight"), *args])
 
 
+# Node.js clients the tests drive, each pinned by its own package-lock.json.
+JS_CLIENTS = {
+    ROOT / "tests" / "js": "the openai npm package",
+    ROOT / "tests" / "agents" / "codex": "Codex CLI (@openai/codex)",
+}
+
+
 def _ensure_js_client() -> None:
-    """``npm ci`` in tests/js when Node.js is present (the openai npm package's tests)."""
+    """``npm ci`` in each of :data:`JS_CLIENTS` when Node.js is present and its lock changed."""
     npm = shutil.which("npm")
-    js_dir = ROOT / "tests" / "js"
-    lock = js_dir / "package-lock.json"
-    stamp = js_dir / "node_modules" / ".package-lock.json"
     if npm is None or shutil.which("node") is None:
-        say("node not found: the openai npm package test will be skipped")
+        say("node not found: the tests of " + ", ".join(JS_CLIENTS.values()) + " will be skipped")
         return
-    if stamp.is_file() and stamp.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    say("installing the openai npm package for tests (npm ci)")
-    subprocess.check_call([npm, "ci", "--no-audit", "--no-fund"], cwd=js_dir)
+    for js_dir, what in JS_CLIENTS.items():
+        lock = js_dir / "package-lock.json"
+        stamp = js_dir / "node_modules" / ".package-lock.json"
+        if stamp.is_file() and stamp.stat().st_mtime >= lock.stat().st_mtime:
+            continue
+        say(f"installing {what} for tests (npm ci)")
+        subprocess.check_call([npm, "ci", "--no-audit", "--no-fund"], cwd=js_dir)
 
 
 def test(args: list[str]) -> int:

@@ -24,6 +24,8 @@ def test_home_moves_every_folder(tmp_path: Path) -> None:
     paths = load_settings({"SIDELIGHT_HOME": str(tmp_path)}).paths
     for folder in (paths.config_dir, paths.models_dir, paths.cache_dir, paths.log_dir):
         assert folder.is_relative_to(tmp_path)
+    assert paths.responses_dir.is_relative_to(paths.data_dir)
+    assert paths.data_dir.is_relative_to(tmp_path)
     paths.ensure()
     assert paths.log_dir.is_dir()
 

@@ -377,6 +377,124 @@ def chat_completions(m: Models) -> Strategy:
     )
 
 
+def _response_items() -> Strategy:
+    """Responses API input items: messages, calls, call outputs, reasoning, and odd ones."""
+    part = st.fixed_dictionaries(
+        {
+            "type": mostly(st.sampled_from(["input_text", "output_text", "input_image"])),
+            "text": mostly(texts),
+        }
+    )
+    message = st.fixed_dictionaries(
+        {
+            "role": mostly(st.sampled_from(["user", "assistant", "system", "developer"])),
+            "content": mostly(st.one_of(texts, st.lists(part, max_size=3))),
+        },
+        optional={"type": st.just("message")},
+    )
+    call = st.fixed_dictionaries(
+        {
+            "type": st.just("function_call"),
+            "call_id": mostly(texts),
+            "name": mostly(st.sampled_from(["get_time", "lookup"])),
+            "arguments": mostly(st.sampled_from(["{}", '{"zone": "UTC"}', "{", ""])),
+        }
+    )
+    output = st.fixed_dictionaries(
+        {
+            "type": st.just("function_call_output"),
+            "call_id": mostly(texts),
+            "output": mostly(st.one_of(texts, st.lists(part, max_size=2))),
+        }
+    )
+    reasoning = st.fixed_dictionaries(
+        {
+            "type": st.just("reasoning"),
+            "summary": mostly(
+                st.lists(
+                    st.fixed_dictionaries({"type": st.just("summary_text"), "text": texts}),
+                    max_size=2,
+                )
+            ),
+        }
+    )
+    odd = st.fixed_dictionaries({"type": st.sampled_from(["item_reference", "web_search_call"])})
+    return st.lists(mostly(st.one_of(message, call, output, reasoning, odd)), max_size=4)
+
+
+def _response_tools() -> Strategy:
+    function = st.fixed_dictionaries(
+        {"type": st.just("function"), "name": mostly(st.sampled_from(["get_time", "lookup"]))},
+        optional={"parameters": schemas, "description": texts, "strict": hostile},
+    )
+    namespace = st.fixed_dictionaries(
+        {
+            "type": st.just("namespace"),
+            "name": texts,
+            "tools": mostly(st.lists(function, max_size=2)),
+        }
+    )
+    other = st.fixed_dictionaries(
+        {"type": st.sampled_from(["web_search", "custom", "local_shell", "file_search"])}
+    )
+    return st.lists(mostly(st.one_of(function, function, namespace, other)), max_size=3)
+
+
+def responses(m: Models) -> Strategy:
+    text_format = st.one_of(
+        st.fixed_dictionaries({"type": st.sampled_from(["text", "json_object"])}),
+        st.fixed_dictionaries(
+            {"type": st.just("json_schema"), "name": mostly(st.just("answer")), "schema": schemas}
+        ),
+    )
+    choice = st.one_of(
+        st.sampled_from(["none", "auto", "required"]),
+        st.fixed_dictionaries({"type": st.just("function"), "name": texts}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("allowed_tools"),
+                "mode": st.sampled_from(["auto", "required"]),
+                "tools": st.lists(
+                    st.fixed_dictionaries({"type": st.just("function"), "name": texts}),
+                    max_size=2,
+                ),
+            }
+        ),
+    )
+    return st.fixed_dictionaries(
+        {
+            "model": model_names(m.chat, m),
+            "input": mostly(st.one_of(texts, _response_items())),
+            "max_output_tokens": mostly(small_int()),
+        },
+        optional={
+            "instructions": mostly(texts),
+            "stream": mostly(st.booleans()),
+            "store": mostly(st.booleans()),
+            "previous_response_id": mostly(
+                st.one_of(texts, st.just("resp_" + "0" * 48), st.just("../../etc/passwd"))
+            ),
+            "tools": _response_tools(),
+            "tool_choice": mostly(choice),
+            "parallel_tool_calls": mostly(st.booleans()),
+            "temperature": mostly(st.floats(0, 2)),
+            "top_p": mostly(st.floats(0.01, 1)),
+            "text": mostly(st.fixed_dictionaries({"format": mostly(text_format)})),
+            "reasoning": mostly(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "effort": st.sampled_from(["none", "low", "high"]),
+                        "summary": st.sampled_from(["auto", "concise"]),
+                    },
+                )
+            ),
+            "include": mostly(st.lists(st.sampled_from(["message.output_text.logprobs"]))),
+            "metadata": mostly(st.dictionaries(st.text(max_size=10), texts, max_size=3)),
+        },
+    )
+
+
 def completions(m: Models) -> Strategy:
     return st.fixed_dictionaries(
         {
@@ -521,6 +639,7 @@ POST_ROUTES: dict[str, BodyMaker] = {
     "/v1/chat/completions": chat_completions,
     "/v1/completions": completions,
     "/v1/embeddings": openai_embeddings,
+    "/v1/responses": responses,
     "/api/chat": ollama_chat,
     "/api/generate": ollama_generate,
     "/api/embed": ollama_embed,
@@ -542,7 +661,14 @@ GET_ROUTES = [
     "/api/v0/models",
 ]
 # Routes with a model id (or digest) in the path: the template and how to fill it.
-PATH_ROUTES = ["/v1/models/{id}", "/api/v0/models/{id}", "/api/blobs/{id}", "/api/{id}", "/v1/{id}"]
+PATH_ROUTES = [
+    "/v1/models/{id}",
+    "/v1/responses/{id}",
+    "/api/v0/models/{id}",
+    "/api/blobs/{id}",
+    "/api/{id}",
+    "/v1/{id}",
+]
 PATH_IDS = [
     "%ff%fe",
     "%00",

@@ -7,7 +7,9 @@ The requests live in ``tests/fixtures/plugin_requests/*.json``, each file with a
   (``stream: true``, ``stream_options.include_usage``, three tools) that
   ``@continuedev/cli@1.5.47`` sent to ``/v1/chat/completions``, recorded byte for byte by
   ``tests/plugin_capture/record_proxy.py``. The CLI bundles ``@continuedev/openai-adapters``,
-  which Continue's IDE extensions also use for OpenAI-compatible providers.
+  which Continue's IDE extensions also use for OpenAI-compatible providers. ``codex.json``,
+  the two ``/v1/responses`` requests ``@openai/codex@0.171.0`` (``codex exec``) sent: with
+  its own 40 kB prompt, and with the README's small-model config.
 * **Derived from the plugins' source** at pinned commits (the plugins cannot run here: Copilot
   needs VS Code, Zed is a GUI application, Continue's IDE core is not published to run
   alone): ``copilot_byok_ollama.json`` (``/api/version``, ``/api/tags``, ``/api/show``),
@@ -108,6 +110,7 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 def test_every_fixture_says_where_it_comes_from() -> None:
     files = sorted(FIXTURES.glob("*.json"))
     assert [f.name for f in files] == [
+        "codex.json",
         "continue_cli_openai.json",
         "continue_ollama.json",
         "copilot_byok_ollama.json",
@@ -424,6 +427,72 @@ def test_continue_cli_chat_with_tools_and_usage(http: httpx.Client) -> None:
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert usage["prompt_tokens"] > 500  # the system prompt and tool schemas were templated
     assert all(c.get("usage") is None for c in chunks[:-1])
+
+
+# ---- Codex CLI, Responses API (captured from running code) ------------------------------
+
+
+def codex_events(response: httpx.Response) -> list[dict[str, Any]]:
+    """Server-sent events as Codex's ``process_sse`` (codex-api/src/sse/responses.rs) reads
+    them: ``event:`` and ``data:`` lines; each data is an object with a ``type``."""
+    events: list[dict[str, Any]] = []
+    name = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            event = json.loads(line[len("data: ") :])
+            assert event["type"] == name, (name, event["type"])
+            events.append(event)
+        else:
+            assert line == "", line
+    return events
+
+
+def test_codex_default_request_is_refused_as_over_the_context(http: httpx.Client) -> None:
+    """Codex's own prompt, tools (a namespace, web_search) and fields are all accepted; only
+    its size is refused, with the code Codex turns into its context-window message."""
+    recorded = request(load("codex.json"), "default")
+    body = json.loads(recorded["body"])
+    assert {"type": "web_search", "external_web_access": False} in body["tools"]
+    assert body["store"] is False and body["include"] == ["reasoning.encrypted_content"]
+    response = replay(http, recorded)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded", error
+    assert "2048" in error["message"]
+
+
+def test_codex_small_model_request_streams_as_codex_reads_it(
+    http: httpx.Client, dialogues: dict[str, Any]
+) -> None:
+    recorded = request(load("codex.json"), "slim")
+    body = json.loads(recorded["body"])
+    assert [i["role"] for i in body["input"]] == ["developer", "user"] and body["tools"] == []
+    response = http.send(build(http, recorded), stream=True)
+    try:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = codex_events(response)
+    finally:
+        response.close()
+    assert events[0]["type"] == "response.created"
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text == dialogue(dialogues, "hello-system")["reply"]
+    (done,) = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert done["type"] == "message" and done["role"] == "assistant"
+    assert done["content"] == [
+        {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    ]
+    completed = events[-1]
+    assert completed["type"] == "response.completed"
+    usage = completed["response"]["usage"]
+    assert completed["response"]["id"].startswith("resp_")
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert usage["input_tokens_details"]["cached_tokens"] == 0
+    assert usage["output_tokens_details"]["reasoning_tokens"] == 0
+    # store: false, as Codex sends it: nothing is kept.
+    assert http.get(f"/v1/responses/{completed['response']['id']}").status_code == 404
 
 
 # ---- LM Studio's listing (shape from LM Studio's REST docs, not replayed from a plugin) ---
