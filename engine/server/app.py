@@ -38,6 +38,8 @@ from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
+from engine.server.responses.routes import responses_routes
+from engine.server.responses.store import ResponseStore
 from engine.settings import Settings, is_loopback_host
 from engine.store import ModelStore
 
@@ -67,6 +69,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
+        *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
@@ -82,7 +85,7 @@ def create_app(
         Middleware(
             CORSMiddleware,
             allow_origin_regex=origins,
-            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
             allow_headers=["authorization", "content-type", "x-api-key"],
             max_age=600,
         ),

@@ -85,6 +85,7 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
         thinking=_thinking(body),
         chat_template_kwargs=_template_kwargs(body),
         logprobs=body.wants_logprobs,
+        split_reasoning=True,  # reasoning items, as for chat
     )
     context = [*(history or []), *(_as_json(item) for item in body.input)]
     return Turn(request, context, echo, namespaces)
