@@ -99,8 +99,8 @@ class ConvertDialog(QDialog):
         self.browse.clicked.connect(self._browse)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
-        self.resize(520, self.sizeHint().height())
         self._validate()
+        self.resize(520, self.sizeHint().height())
 
     @property
     def source(self) -> str:

@@ -392,18 +392,18 @@ class ModelManager(QDialog):
             stored = future.result()
         except Cancelled:
             outcome = "cancelled"
-            self.progress_bar.setValue(0)
+            self.progress_bar.reset()  # empty, no "0%"
             resume = " Click Resume to continue where it stopped." if kind == "download" else ""
             self._say(f"The {kind} of {title} was cancelled.{resume}")
         except (StoreError, ModelError, OSError) as exc:
             outcome = self._words(exc)
-            self.progress_bar.setValue(0)
+            self.progress_bar.reset()  # empty, no "0%"
             self._say(f"Could not {kind} {title}. {outcome}")
             self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
         except Exception as exc:
             logger.exception("%s of %s failed", kind, title)
             outcome = f"Something unexpected went wrong: {exc} (the log has the details)."
-            self.progress_bar.setValue(0)
+            self.progress_bar.reset()  # empty, no "0%"
             self._say(f"Could not {kind} {title}. {outcome}")
             self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
         else:
