@@ -1,45 +1,61 @@
-"""``ModelManager``: the catalog (with what fits this machine), downloads, imports, deletes.
+"""``ModelManager``: the catalog (with what fits this machine), downloads, imports, deletes,
+and the installed models with the one in use marked and *Use* to switch.
 
 Every store job (download, conversion, GGUF import, delete) runs on the task manager's pool;
-progress reports arrive on that thread and hop to the GUI thread before touching a widget.
+progress reports arrive on that thread and hop to the GUI thread (through the task manager)
+before touching a widget: the bar, the line under it and the catalog's status column.
 One job runs at a time; Cancel sets its event and the job stops at its next chunk, keeping a
-download's partial files so the next Download resumes.
+download's partial files so the next Download resumes. The store's messages are shown in GUI
+words (:mod:`desktop.store_text`).
 
 Threading: GUI thread only.
 """
 
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Literal
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
-    QInputDialog,
     QLabel,
-    QMessageBox,
     QProgressBar,
     QPushButton,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop.controller import Controller
-from desktop.metrics import format_bytes
+from desktop.store_text import (
+    describe_progress,
+    gui_message,
+    human_size,
+    progress_figures,
+    tools_missing,
+)
 from desktop.taskman import TaskManager
+from desktop.views.convert_dialog import ConvertDialog
+from desktop.views.installed_models import (
+    InstalledModels,
+    find_item,
+    select_item,
+    selected_id,
+    tree_widget,
+)
 from desktop.views.screen import fit_to_screen
 from engine.models import ModelError
 from engine.store import StoredModel, StoreError
 from engine.store.catalog import Catalog, Fit, MachineInfo
+from engine.store.convert import ConvertRequest, ConvertToolsMissing, check_tools
 from engine.store.errors import Cancelled
 from engine.store.progress import Progress
 
@@ -52,32 +68,21 @@ _FIT_MARKS = {
     "no-device": "✗ no device",
 }
 
-
-def describe_progress(progress: Progress) -> str:
-    """``Downloading model.bin: 12 MB of 350 MB · 4 MB/s · 1 min left``."""
-    verb = progress.phase.capitalize()
-    item = f" {progress.item}" if progress.item else ""
-    parts = [f"{verb}{item}"]
-    if progress.total:
-        parts.append(f"{format_bytes(progress.done)} of {format_bytes(progress.total)}")
-    if progress.speed > 0:
-        parts.append(f"{format_bytes(progress.speed)}/s")
-    eta = progress.eta_seconds
-    if eta is not None and progress.phase == "downloading":
-        parts.append(f"{eta / 60:.0f} min left" if eta >= 90 else f"{eta:.0f} s left")
-    if progress.message:
-        parts.append(progress.message)
-    return " · ".join(parts)
-
-
-def _selected_id(view: QTreeWidget) -> str | None:
-    items = view.selectedItems()
-    return str(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else None
+JobKind = Literal["download", "import", "convert", "delete"]
+_DOING: dict[JobKind, str] = {
+    "download": "Downloading",
+    "import": "Importing",
+    "convert": "Converting",
+    "delete": "Deleting",
+}
+_STATUS_COLUMN = 4
+CHECKING_TOOLS = "Checking whether this computer has the conversion tools…"
 
 
 class ModelManager(QDialog):
     """The "Download models…" dialog. ``job_finished(kind, outcome)`` reports each job's
-    end: ``outcome`` is the StoredModel, ``"cancelled"`` or the error message."""
+    end: ``outcome`` is the StoredModel (``None`` for a delete), ``"cancelled"`` or the
+    message the dialog shows."""
 
     job_finished = Signal(str, object)
 
@@ -102,26 +107,37 @@ class ModelManager(QDialog):
         self.machine = machine
         self.catalog = Catalog.load()
         self.last_progress: Progress | None = None
+        self.convert_dialog: ConvertDialog | None = None
+        # Why conversion cannot run here, or None once the tools were found.
+        self.convert_problem: str | None = CHECKING_TOOLS
         self._cancel: threading.Event | None = None
-        self._job_kind: str | None = None
+        self._job_kind: JobKind | None = None
+        self._job_entry: str | None = None  # the catalog entry being downloaded
         self._installed: set[str] = set()  # ids in the store, as of the last _fill_installed
         self.setWindowTitle("Sidelight models")
         self._build()
-        fit_to_screen(self, QSize(760, 560))
+        fit_to_screen(self, QSize(900, 600))
         controller.models_changed.connect(self._fill_installed)
         self._fill_installed()  # fills the catalog too
         if machine is None:
             self.tasks.run_in_background(MachineInfo.detect, self._on_machine)
+        python = controller.settings.convert_python
+        self.tasks.run_in_background(lambda: check_tools(python), self._on_tools_checked)
 
     # ---- layout ------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.catalog_view = self._tree(["Model", "Download", "Memory", "This machine", "Status"])
+        # The status column stretches: it carries a download's figures.
+        self.catalog_view = tree_widget(
+            ["Model", "Download", "Memory", "This machine", "Status"], stretch=_STATUS_COLUMN
+        )
+        self.catalog_view.itemSelectionChanged.connect(self._sync_buttons)
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download_clicked)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_job)
         self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
         self.progress_bar.setTextVisible(True)
         self.progress_label = QLabel(" ")
         self.progress_label.setWordWrap(True)
@@ -131,20 +147,14 @@ class ModelManager(QDialog):
         job_row.addWidget(self.download_button)
         job_row.addWidget(self.cancel_button)
 
-        self.installed_view = self._tree(
-            ["Installed model", "Format", "Weights", "Size", "Devices"]
-        )
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.clicked.connect(self._on_delete_clicked)
+        self.installed = InstalledModels(self.controller)
+        self.installed.delete_requested.connect(self.delete_model)
         self.import_button = QPushButton("Import GGUF…")
         self.import_button.clicked.connect(self._on_import_clicked)
         self.convert_button = QPushButton("Convert a Hugging Face model…")
         self.convert_button.clicked.connect(self._on_convert_clicked)
-        store_row = QHBoxLayout()
-        store_row.addWidget(self.import_button)
-        store_row.addWidget(self.convert_button)
-        store_row.addStretch(1)
-        store_row.addWidget(self.delete_button)
+        self.installed.button_row.insertWidget(0, self.import_button)
+        self.installed.button_row.insertWidget(1, self.convert_button)
 
         note = QLabel(
             "Pre-converted OpenVINO models. Sizes are approximate; downloads check the exact "
@@ -156,17 +166,8 @@ class ModelManager(QDialog):
         layout.addWidget(self.catalog_view, 3)
         layout.addLayout(job_row)
         layout.addWidget(self.progress_label)
-        layout.addWidget(self.installed_view, 2)
-        layout.addLayout(store_row)
+        layout.addWidget(self.installed, 2)
         self._sync_buttons()
-
-    def _tree(self, headers: list[str]) -> QTreeWidget:
-        view = QTreeWidget()
-        view.setHeaderLabels(headers)
-        view.setRootIsDecorated(False)
-        view.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        view.itemSelectionChanged.connect(self._sync_buttons)
-        return view
 
     def _fill_catalog(self) -> None:
         selected = self.selected_entry_id()
@@ -183,7 +184,7 @@ class ModelManager(QDialog):
             item = QTreeWidgetItem(
                 [
                     f"{entry.name} ({entry.weights})",
-                    f"{entry.download_gb:.2f} GB",
+                    human_size(entry.download_gb * 1000**3),
                     f"{entry.memory_gb:g} GB",
                     mark,
                     self._entry_status(entry.id),
@@ -196,27 +197,31 @@ class ModelManager(QDialog):
             self.catalog_view.addTopLevelItem(item)
             if entry.id == selected:
                 item.setSelected(True)
-        for column in range(1, 5):
+        for column in range(_STATUS_COLUMN):
             self.catalog_view.resizeColumnToContents(column)
 
     def _entry_status(self, entry_id: str) -> str:
+        if entry_id == self._job_entry and self._job_kind is not None:
+            progress = self.last_progress
+            if progress is not None and progress.phase == "verifying":
+                return "Checking the files…"
+            figures = progress_figures(progress) if progress is not None else ""
+            return figures or "Starting…"
         if entry_id in self._installed:
             return "Installed"
         if self.controller.store.has_partial(entry_id):
             return "Partly downloaded"
         return ""
 
+    def _show_entry_status(self, entry_id: str) -> None:
+        item = find_item(self.catalog_view, entry_id)
+        if item is not None:
+            item.setText(_STATUS_COLUMN, self._entry_status(entry_id))
+
     def _fill_installed(self) -> None:
-        self.installed_view.clear()
         installed = self.controller.store.list()
         self._installed = {model.id for model in installed}
-        for model in installed:
-            m = model.manifest
-            item = QTreeWidgetItem(
-                [m.id, m.format, m.weights or "?", format_bytes(m.size_bytes), ", ".join(m.devices)]
-            )
-            item.setData(0, Qt.ItemDataRole.UserRole, m.id)
-            self.installed_view.addTopLevelItem(item)
+        self.installed.fill(installed)
         self._fill_catalog()
         self._sync_buttons()
 
@@ -228,19 +233,29 @@ class ModelManager(QDialog):
             return
         self._fill_catalog()
 
+    def _on_tools_checked(self, future: Future[None]) -> None:
+        try:
+            future.result()
+        except ConvertToolsMissing as exc:
+            self.convert_problem = (
+                tools_missing(exc.missing, self.controller.settings.paths.config_file)
+                if exc.missing
+                else f"Conversion is not available here. {self._words(exc)}"
+            )
+        except Exception as exc:
+            logger.exception("cannot tell whether the conversion tools are installed")
+            self.convert_problem = f"Conversion is not available here: {exc}"
+        else:
+            self.convert_problem = None
+        self._sync_buttons()
+
     # ---- selection ---------------------------------------------------------------------
 
     def selected_entry_id(self) -> str | None:
-        return _selected_id(self.catalog_view)
-
-    def selected_installed_id(self) -> str | None:
-        return _selected_id(self.installed_view)
+        return selected_id(self.catalog_view)
 
     def select_entry(self, entry_id: str) -> None:
-        for index in range(self.catalog_view.topLevelItemCount()):
-            item = self.catalog_view.topLevelItem(index)
-            if item is not None:
-                item.setSelected(item.data(0, Qt.ItemDataRole.UserRole) == entry_id)
+        select_item(self.catalog_view, entry_id)
 
     def _sync_buttons(self) -> None:
         busy = self._job_kind is not None
@@ -249,9 +264,14 @@ class ModelManager(QDialog):
         self.download_button.setText("Resume" if status == "Partly downloaded" else "Download")
         self.download_button.setEnabled(not busy and entry_id is not None and status != "Installed")
         self.cancel_button.setEnabled(busy)
-        self.delete_button.setEnabled(not busy and self.selected_installed_id() is not None)
+        self.installed.set_busy(busy)
         self.import_button.setEnabled(not busy)
-        self.convert_button.setEnabled(not busy)
+        self.convert_button.setEnabled(not busy and self.convert_problem is None)
+        self.convert_button.setToolTip(
+            _rich(self.convert_problem)
+            if self.convert_problem
+            else "Convert a model from the hub or from a folder to OpenVINO."
+        )
 
     # ---- jobs --------------------------------------------------------------------------
 
@@ -278,6 +298,7 @@ class ModelManager(QDialog):
             lambda cancel, progress: pull(
                 store, request, endpoint=endpoint, token=token, progress=progress, cancel=cancel
             ),
+            entry_id=entry.id,
         )
 
     def import_gguf_file(self, path: Path) -> None:
@@ -291,16 +312,15 @@ class ModelManager(QDialog):
             lambda cancel, progress: import_gguf(store, path, progress=progress, cancel=cancel),
         )
 
-    def convert_model(self, source: str) -> None:
-        """Convert a hub repo (``org/name``) or a local transformers folder to int4 IR."""
-        from engine.store.convert import ConvertRequest, convert
+    def convert_model(self, request: ConvertRequest) -> None:
+        """Convert a hub repo (``org/name``) or a local transformers folder to OpenVINO IR."""
+        from engine.store.convert import convert
 
         store, settings = self.controller.store, self.controller.settings
-        request = ConvertRequest(source=source)
         endpoint = self.hub_endpoint
         self._run_job(
             "convert",
-            source,
+            request.source,
             lambda cancel, progress: convert(
                 store,
                 request,
@@ -313,9 +333,10 @@ class ModelManager(QDialog):
         )
 
     def delete_model(self, model_id: str) -> None:
-        """Delete a stored model (not the one being served)."""
-        if model_id == self.controller.active_model_id:
-            self._say(f"{model_id} is in use: switch to another model first, then delete it.")
+        """Delete a stored model (never the one being served: *Delete* is off for it)."""
+        refusal = self.installed.delete_refusal(model_id)
+        if refusal is not None:
+            self._say(refusal)
             return
         store = self.controller.store
         self._run_job("delete", model_id, lambda cancel, progress: store.remove(model_id))
@@ -327,20 +348,25 @@ class ModelManager(QDialog):
 
     def _run_job(
         self,
-        kind: str,
+        kind: JobKind,
         title: str,
         job: Callable[[threading.Event, Callable[[Progress], None]], StoredModel | None],
+        *,
+        entry_id: str | None = None,
     ) -> None:
         if self.busy:
             self._say("Another job is running; wait for it or cancel it.")
             return
         cancel = threading.Event()
-        self._cancel, self._job_kind = cancel, kind
-        self.progress_bar.setRange(0, 0)  # busy until the first report
-        self._say(f"{kind.capitalize()} {title}…")
+        self._cancel, self._job_kind, self._job_entry = cancel, kind, entry_id
+        self.last_progress = None
+        self.progress_bar.setRange(0, 0)  # busy until the first report with a total
+        self._say(f"{_DOING[kind]} {title}…")
+        if entry_id is not None:
+            self._show_entry_status(entry_id)
         self._sync_buttons()
 
-        def report(progress: Progress) -> None:  # job thread
+        def report(progress: Progress) -> None:  # job thread: no widgets here
             self.tasks.run_on_main(lambda: self._show_progress(progress))
 
         self.tasks.run_in_background(
@@ -349,46 +375,59 @@ class ModelManager(QDialog):
 
     def _show_progress(self, progress: Progress) -> None:
         if self._job_kind is None:
-            return
+            return  # a report that was queued before the job ended
         self.last_progress = progress
         if progress.total:
             self.progress_bar.setRange(0, 1000)
             self.progress_bar.setValue(int(1000 * (progress.fraction or 0)))
-        self._say(describe_progress(progress))
+        self._say(describe_progress(progress, self._job_kind))
+        if self._job_entry is not None:
+            self._show_entry_status(self._job_entry)
 
-    def _job_done(self, kind: str, title: str, future: Future[StoredModel | None]) -> None:
-        self._cancel, self._job_kind = None, None
+    def _job_done(self, kind: JobKind, title: str, future: Future[StoredModel | None]) -> None:
+        self._cancel, self._job_kind, self._job_entry = None, None, None
         self.progress_bar.setRange(0, 1000)
         outcome: object
         try:
             stored = future.result()
         except Cancelled:
             outcome = "cancelled"
-            self.progress_bar.setValue(0)
-            resume = " Download again to resume." if kind == "download" else ""
-            self._say(f"{title}: cancelled.{resume}")
+            self.progress_bar.reset()  # empty, no "0%"
+            resume = " Click Resume to continue where it stopped." if kind == "download" else ""
+            self._say(f"The {kind} of {title} was cancelled.{resume}")
         except (StoreError, ModelError, OSError) as exc:
-            outcome = str(exc)
-            self.progress_bar.setValue(0)
-            self._say(f"{title}: {exc}")
-            self.controller.notify.emit(f"{kind.capitalize()} failed", str(exc), True)
+            outcome = self._words(exc)
+            self.progress_bar.reset()  # empty, no "0%"
+            self._say(f"Could not {kind} {title}. {outcome}")
+            self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
         except Exception as exc:
             logger.exception("%s of %s failed", kind, title)
-            outcome = str(exc)
-            self._say(f"{title}: unexpected error: {exc}")
-            self.controller.notify.emit(f"{kind.capitalize()} failed", str(exc), True)
+            outcome = f"Something unexpected went wrong: {exc} (the log has the details)."
+            self.progress_bar.reset()  # empty, no "0%"
+            self._say(f"Could not {kind} {title}. {outcome}")
+            self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
         else:
             outcome = stored
             self.progress_bar.setValue(1000 if stored is not None else 0)
             if stored is not None:
-                size = format_bytes(stored.manifest.size_bytes)
-                self._say(f"Added {stored.id} ({size}). Pick it from the tray's Models menu.")
+                self._say(self._added(stored))
                 self.controller.notify.emit("Model ready", f"{stored.id} was added", False)
             else:
                 self._say(f"Deleted {title}.")
         self.controller.refresh_models()
         self._fill_installed()
+        if isinstance(outcome, StoredModel):
+            self.installed.select(outcome.id)
         self.job_finished.emit(kind, outcome)
+
+    def _added(self, stored: StoredModel) -> str:
+        added = f"Added {stored.id} ({human_size(stored.manifest.size_bytes)})."
+        if stored.manifest.task == "chat":
+            return f"{added} Click Use to chat with it."
+        return f"{added} Apps can use it through the API."
+
+    def _words(self, exc: BaseException) -> str:
+        return gui_message(str(exc), self.controller.settings.paths.config_file)
 
     def _say(self, text: str) -> None:
         self.progress_label.setText(text)
@@ -400,16 +439,6 @@ class ModelManager(QDialog):
         if entry_id:
             self.download(entry_id)
 
-    def _on_delete_clicked(self) -> None:
-        model_id = self.selected_installed_id()
-        if not model_id:
-            return
-        answer = QMessageBox.question(
-            self, "Delete model", f"Delete {model_id} and its files from this computer?"
-        )
-        if answer == QMessageBox.StandardButton.Yes:
-            self.delete_model(model_id)
-
     def _on_import_clicked(self) -> None:
         file, _ = QFileDialog.getOpenFileName(
             self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)"
@@ -418,12 +447,14 @@ class ModelManager(QDialog):
             self.import_gguf_file(Path(file))
 
     def _on_convert_clicked(self) -> None:
-        source, ok = QInputDialog.getText(
-            self,
-            "Convert a model",
-            "Hugging Face repo (org/name) or a local transformers model folder.\n"
-            "It is converted to OpenVINO with int4 weights; this takes a while and needs "
-            "memory about twice the model's size.",
-        )
-        if ok and source.strip():
-            self.convert_model(source.strip())
+        if self.convert_dialog is not None:
+            self.convert_dialog.deleteLater()
+        dialog = ConvertDialog(self.controller.store, self)
+        dialog.accepted.connect(lambda: self.convert_model(dialog.request()))
+        self.convert_dialog = dialog
+        dialog.open()
+
+
+def _rich(text: str) -> str:
+    """A tooltip Qt wraps (plain-text tooltips run off the screen)."""
+    return f"<p>{html.escape(text, quote=False)}</p>"

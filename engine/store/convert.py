@@ -11,6 +11,9 @@ does not, which keeps torch out of the tray app. The child's temporary files go 
 inside the job's staging folder, so cancelling (which kills the child's process group) and
 deleting the staging folder leaves nothing behind.
 
+:func:`check_tools` asks that interpreter whether it has the tools, and
+:func:`source_problem` whether a source can be converted, so an app can say so before a job.
+
 Threading: :func:`convert` blocks; cancel it with the ``cancel`` event from any thread.
 Progress callbacks arrive on the calling thread.
 """
@@ -61,7 +64,15 @@ _KEEP_LOG_LINES = 400
 
 
 class ConvertToolsMissing(StoreError):
-    """The conversion interpreter lacks torch/optimum-intel; the message says what to install."""
+    """The conversion interpreter lacks torch/optimum-intel; the message says what to install.
+
+    ``missing`` names the modules when they are known (empty: the interpreter itself is
+    missing or broken).
+    """
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass(frozen=True)
@@ -156,11 +167,10 @@ def convert(
     """
     if request.weights not in WEIGHTS:
         raise StoreError(f"weights must be one of {', '.join(WEIGHTS)}, not {request.weights!r}")
+    problem = source_problem(request.source)
+    if problem is not None:
+        raise StoreError(problem)
     local = request.local_path
-    if local is None and not re.fullmatch(r"[\w.-]+/[\w.-]+", request.source):
-        raise StoreError(f"{request.source!r} is neither a folder nor a hub repo id (org/name)")
-    if local is not None and not (local / "config.json").is_file():
-        raise StoreError(f"{local} is not a transformers model folder (no config.json)")
     model_id = request.target_id
     if store.contains(model_id):
         raise StoreError(f"a model '{model_id}' is already in the store (choose another with --id)")
@@ -183,6 +193,66 @@ def convert(
     if progress is not None:
         progress(Progress(phase="done", message=f"added {model_id}"))
     return stored
+
+
+def source_problem(source: str) -> str | None:
+    """Why ``source`` cannot be converted, or ``None`` when it looks convertible.
+
+    A source is a hub repo id (``org/name``; whether it exists is the hub's to say) or a
+    local folder holding a transformers checkpoint's ``config.json``.
+    """
+    if not source.strip():
+        return "name a hub repo (org/name) or a local model folder to convert"
+    local = ConvertRequest(source=source).local_path
+    if local is None and not re.fullmatch(r"[\w.-]+/[\w.-]+", source):
+        return f"{source!r} is neither a folder nor a hub repo id (org/name)"
+    if local is not None and not (local / "config.json").is_file():
+        return f"{local} is not a transformers model folder (no config.json)"
+    return None
+
+
+def check_tools(python: Path | None = None, *, timeout: float = 60.0) -> None:
+    """Make sure the conversion interpreter has the tools, without converting anything.
+
+    The child looks the modules up without importing them, which takes a moment rather than
+    the seconds torch needs, so an app can offer conversion only where it can work.
+
+    Threading: blocks while the interpreter starts; call it off the GUI thread.
+
+    Raises:
+        ConvertToolsMissing: the interpreter is missing, cannot run, or lacks a tool (the
+            message names the tools and what to install).
+    """
+    interpreter = _interpreter(python)
+    try:
+        done = subprocess.run(
+            [str(interpreter), str(CHILD_SCRIPT), "--check"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConvertToolsMissing(
+            f"the conversion Python {interpreter} cannot be run ({exc}); {INSTALL_HINT}"
+        ) from exc
+    if done.returncode == 0:
+        return
+    missing: list[str] = []
+    for line in done.stdout.splitlines():
+        if line.startswith(PREFIX):
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                missing = [str(m) for m in json.loads(line[len(PREFIX) :]).get("missing", [])]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ConvertToolsMissing(
+            f"{INSTALL_HINT} ({', '.join(missing)} {verb} missing)", tuple(missing)
+        )
+    raise ConvertToolsMissing(
+        f"the conversion Python {interpreter} failed its check (exit code {done.returncode}); "
+        f"{INSTALL_HINT}"
+    )
 
 
 def _interpreter(python: Path | None) -> Path:

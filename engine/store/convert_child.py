@@ -9,6 +9,9 @@ It speaks to the parent through stdout lines starting with ``@@sidelight `` foll
 ``{"phase": ...}`` as it goes, ``{"error": ..., "missing": ...}`` when the tools are not
 installed (exit code 3), and ``{"phase": "done"}`` at the end. Everything else it prints
 (optimum, nncf, transformers logs) is kept by the parent in a log for error messages.
+
+``PYTHON convert_child.py --check`` only looks for the tools, without importing them (torch
+takes seconds to import): ``{"missing": [...]}``, exit code 3 when some are missing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
     del sys.path[0]
 
 import importlib
+import importlib.util
 import json
 from typing import Any
 
@@ -53,7 +57,24 @@ def optimum_argv(request: dict[str, Any]) -> list[str]:
     return argv
 
 
+def missing_tools() -> list[str]:
+    """The conversion modules this interpreter cannot find (without importing them)."""
+    missing = []
+    for module in TOOLS:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # the parent package ("optimum" of "optimum.intel") is missing
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--check"]:
+        missing = missing_tools()
+        say(missing=missing)
+        return EXIT_MISSING_TOOLS if missing else 0
     request = json.loads(sys.argv[1])
     say(phase="checking", message="loading the conversion tools")
     for module in TOOLS:

@@ -25,8 +25,10 @@ from engine.store.convert import (
     ConvertRequest,
     ConvertToolsMissing,
     MemoryEstimate,
+    check_tools,
     convert,
     estimate_memory,
+    source_problem,
 )
 from engine.store.convert_child import optimum_argv
 from engine.store.errors import Cancelled, StoreError
@@ -205,6 +207,32 @@ def test_without_the_convert_extra_the_message_says_what_to_install(
     with pytest.raises(ConvertToolsMissing, match=r"does not exist"):
         convert(store, ConvertRequest(source=str(tiny_checkpoint)), python=Path("/no/python"))
     assert _leftovers(store) == []
+
+
+def test_the_tools_check_names_what_is_missing_without_converting(convert_python: Path) -> None:
+    check_tools(convert_python)  # the conversion environment has everything
+    # The app's own environment has openvino-tokenizers but no torch or optimum.
+    with pytest.raises(ConvertToolsMissing) as missing:
+        check_tools(Path(sys.executable))
+    message = str(missing.value)
+    assert "pip install 'sidelight[convert]'" in message
+    assert "torch" in message and "optimum.intel" in message and "are missing" in message
+    assert "openvino_tokenizers" not in message
+    assert missing.value.missing == ("torch", "transformers", "optimum.intel", "nncf")
+    with pytest.raises(ConvertToolsMissing, match=r"does not exist"):
+        check_tools(Path("/no/python"))
+
+
+def test_source_problems_are_known_before_a_job(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    assert source_problem(str(tiny_checkpoint)) is None
+    assert source_problem("Qwen/Qwen3-0.6B") is None  # the hub says whether it exists
+    assert source_problem("  ") == "name a hub repo (org/name) or a local model folder to convert"
+    assert source_problem("not a repo") == (
+        "'not a repo' is neither a folder nor a hub repo id (org/name)"
+    )
+    assert source_problem(str(tmp_path)) == (
+        f"{tmp_path} is not a transformers model folder (no config.json)"
+    )
 
 
 def test_memory_estimate_warns_and_refuses(tiny_checkpoint: Path, store: ModelStore) -> None:
