@@ -1,4 +1,8 @@
-"""Routes of the OpenAI-compatible API: parse, call the serving object, return."""
+"""Routes of the OpenAI-compatible API: parse, call the serving object, return.
+
+``GET /v1/models`` is shared with Anthropic's API: a request carrying ``anthropic-version``
+(the ``anthropic`` SDKs, Claude Code's model discovery) gets Anthropic's list shape.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.server.anthropic import protocol as anthropic
 from engine.server.openai.serving import OpenAIServing
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
@@ -18,10 +23,16 @@ def openai_routes(serving: OpenAIServing) -> list[Route]:
     embeddings = EmbeddingServing(serving)
 
     async def list_models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": await serving.model_cards()})
+        cards = await serving.model_cards()
+        if "anthropic-version" in request.headers:
+            return JSONResponse(anthropic.model_page(cards))
+        return JSONResponse({"object": "list", "data": cards})
 
     async def get_model(request: Request) -> Response:
-        return JSONResponse(await serving.model_card(request.path_params["model_id"]))
+        card = await serving.model_card(request.path_params["model_id"])
+        if "anthropic-version" in request.headers:
+            return JSONResponse(anthropic.model_entry(card))
+        return JSONResponse(card)
 
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),

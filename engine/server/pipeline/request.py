@@ -59,3 +59,6 @@ class GenerateRequest:
     thinking: bool | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     logprobs: bool = False
+    # Only template and count the prompt (Anthropic's count_tokens): the engine answers
+    # Started and then Done without generating, and the prompt need not fit the context.
+    count_only: bool = False
