@@ -65,6 +65,9 @@ class GenerationRequest:
     model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
     ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
     than the context leaves after the prompt is clipped to what fits, not refused.
+    ``count_only`` templates and tokenizes the prompt without generating: the worker answers
+    :class:`RequestAccepted` (the prompt's size) and :class:`Finished` at once, and the
+    prompt need not fit the context (Anthropic's ``count_tokens``).
     """
 
     request_id: int
@@ -79,6 +82,7 @@ class GenerationRequest:
     suffix: str | None = None
     logprobs: bool = False
     cap_max_tokens: bool = False
+    count_only: bool = False
 
 
 # ---- commands: server -> worker ----------------------------------------------------------
