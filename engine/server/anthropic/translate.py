@@ -74,6 +74,7 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
         tool_choice=choice,
         parallel_tool_calls=parallel,
         thinking=thinking,
+        split_reasoning=True,  # any model's leading <think> block is a thinking block
     )
 
 

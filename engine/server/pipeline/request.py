@@ -59,6 +59,10 @@ class GenerateRequest:
     thinking: bool | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     logprobs: bool = False
+    # Whether a leading <think> block becomes ReasoningText. False: the text passes through
+    # as written unless tool calls are parsed (raw completions); None: when the model's chat
+    # template knows thinking blocks.
+    split_reasoning: bool | None = None
     # Only template and count the prompt (Anthropic's count_tokens): the engine answers
     # Started and then Done without generating, and the prompt need not fit the context.
     count_only: bool = False
