@@ -483,6 +483,16 @@ async def test_count_tokens_asks_for_the_prompt_only(
             "messages.0.content.0.input: ",
         ),
         (
+            {
+                **HELLO,
+                "tool_choice": {"type": "tool", "name": "nope"},
+                "tools": [{"name": "get_time", "input_schema": {"type": "object"}}],
+            },
+            400,
+            "invalid_request_error",
+            "tool_choice: no tool named 'nope' in tools",
+        ),
+        (
             {**HELLO, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
             400,
             "invalid_request_error",

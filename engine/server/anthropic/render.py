@@ -98,8 +98,8 @@ async def stream_events(
 ) -> AsyncIterator[str]:
     """Anthropic's event stream for a started generation; cancels it if left early."""
     started = generation.started
-    start = protocol.message(mid, started.model, [], None, None, protocol.usage(0, 0))
-    start["usage"]["input_tokens"] = started.prompt_tokens
+    usage = protocol.usage(started.prompt_tokens, 0)
+    start = protocol.message(mid, started.model, [], None, None, usage)
     yield protocol.event("message_start", {"type": "message_start", "message": start})
     yield _PING
     blocks = _Blocks(omit_thinking)

@@ -89,6 +89,9 @@ async def parse(request: Request, model: type[R]) -> R:
         error = exc.errors()[0]
         param = _param(error["loc"], data, error["type"])
         message = error["msg"].removeprefix("Value error, ")
+        named = message.split(":", 1)[0]
+        if not param and named in model.model_fields:  # a check across fields names one
+            param, message = named, message.split(":", 1)[1].strip()
         text = f"{param}: {message}" if param else message
         raise APIError(400, text, param=param or None, code="invalid_request") from exc
     unknown = parsed.unknown_fields()

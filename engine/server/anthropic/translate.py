@@ -18,19 +18,18 @@ Anthropic's conversation becomes the OpenAI-shaped messages chat templates read:
 Tools: each client tool becomes an OpenAI function tool. Tools marked ``defer_loading``
 are offered only once a ``tool_reference`` (a tool-search result) or a ``tool_addition``
 names them; ``tool_removal`` withdraws one.
+
+Pure functions of the request: safe on any thread.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from engine.server.anthropic import protocol
 from engine.server.errors import APIError
 from engine.server.pipeline import GenerateRequest, ToolChoice
 from engine.server.sampling import sampling_params
-
-logger = logging.getLogger(__name__)
 
 # Claude Code's first system block is a header for Anthropic's billing, not for the model.
 _BILLING_HEADER = "x-anthropic-billing-header:"
