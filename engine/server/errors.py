@@ -84,7 +84,7 @@ def error_response(
     )
 
 
-def is_anthropic_path(path: str) -> bool:
+def _is_anthropic_path(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
@@ -97,7 +97,7 @@ def _response(
     code: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    if is_anthropic_path(path):
+    if _is_anthropic_path(path):
         body = anthropic_error_body(status, message)
         return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, message, param=param, code=code, headers=headers)
