@@ -21,8 +21,10 @@ their tools or the package are skipped, with a message, when not run as root.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -142,33 +144,50 @@ def run(args: list[str]) -> int:
     return subprocess.call([str(BIN / "sidelight"), *args])
 
 
-# Node.js clients the tests drive, each pinned by its own package-lock.json.
-JS_CLIENTS = {
-    ROOT / "tests" / "js": "the openai npm package",
-    ROOT / "tests" / "agents" / "codex": "Codex CLI (@openai/codex)",
-}
+# Node.js clients the tests drive, each installed with ``npm ci`` in its own folder: the
+# folder, what it is, and the packages whose install script must be run here (npm 11 skips
+# install scripts it was not told to allow; Claude Code's puts its native binary in place).
+JS_CLIENTS = (
+    ("tests/js", "the openai npm package", ()),
+    ("tests/agents/claude", "Claude Code", ("@anthropic-ai/claude-code",)),
+    ("tests/agents/codex", "Codex CLI (@openai/codex)", ()),
+)
 
 
-def _ensure_js_client() -> None:
-    """``npm ci`` in each of :data:`JS_CLIENTS` when Node.js is present and its lock changed."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        say("node not found: the tests of " + ", ".join(JS_CLIENTS.values()) + " will be skipped")
+def _ensure_js_clients() -> None:
+    """``npm ci`` in each of :data:`JS_CLIENTS` when Node.js is present."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        names = " and ".join(what for _, what, _ in JS_CLIENTS)
+        say(f"node not found: the tests of {names} will be skipped")
         return
-    for js_dir, what in JS_CLIENTS.items():
+    for folder, what, scripted in JS_CLIENTS:
+        js_dir = ROOT / folder
         lock = js_dir / "package-lock.json"
         stamp = js_dir / "node_modules" / ".package-lock.json"
         if stamp.is_file() and stamp.stat().st_mtime >= lock.stat().st_mtime:
             continue
-        say(f"installing {what} for tests (npm ci)")
+        say(f"installing {what} for tests (npm ci in {folder})")
         subprocess.check_call([npm, "ci", "--no-audit", "--no-fund"], cwd=js_dir)
+        for package in scripted:
+            _run_install_script(js_dir / "node_modules" / package)
+
+
+def _run_install_script(package_dir: Path) -> None:
+    """Run a package's ``postinstall`` (a ``node SCRIPT`` command) as npm would have."""
+    scripts = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))["scripts"]
+    command = shlex.split(scripts["postinstall"])
+    found = shutil.which(command[0])
+    if found is None:
+        sys.exit(f"[dev] {package_dir.name}: {command[0]} not found for its install script")
+    subprocess.check_call([found, *command[1:]], cwd=package_dir)
 
 
 def test(args: list[str]) -> int:
     _ensure_env(APP_EXTRAS)
     _ensure_qt_libs()
     _ensure_env("convert", CONVERT_VENV)
-    _ensure_js_client()
+    _ensure_js_clients()
     steps = [
         ("ruff", [str(BIN / "ruff"), "check", "."]),
         ("ruff format", [str(BIN / "ruff"), "format", "--check", "."]),

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING, EngineClient
+from engine.server.anthropic.routes import anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.cross_site import CrossSiteGuard
@@ -70,6 +71,7 @@ def create_app(
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
+        *anthropic_routes(pipeline),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 

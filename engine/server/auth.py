@@ -1,4 +1,6 @@
-"""Optional API key (``Authorization: Bearer KEY``), required when bound beyond loopback.
+"""Optional API key, required when bound beyond loopback.
+
+Sent as ``Authorization: Bearer KEY`` (OpenAI's clients) or ``x-api-key: KEY`` (Anthropic's).
 
 Preflight (OPTIONS) and ``/health`` stay open so browsers and monitors work without the key.
 """
@@ -31,7 +33,8 @@ class ApiKeyMiddleware:
         response = refusal(
             scope,
             401,
-            "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'.",
+            "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>' or "
+            "'x-api-key: <key>'.",
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )

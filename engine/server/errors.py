@@ -2,7 +2,8 @@
 
 Routes raise :class:`APIError`; the app's exception handlers turn it (and anything
 unexpected) into that body. No traceback ever leaves the server: unexpected errors are
-logged in full and answered with a short message.
+logged in full and answered with a short message. Paths of Anthropic's Messages API
+(``/v1/messages...``) answer in Anthropic's shape instead, whoever refuses the request.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
+
+from engine.server.anthropic.protocol import error_body as anthropic_error_body
 
 logger = logging.getLogger(__name__)
 
@@ -81,23 +84,45 @@ def error_response(
     )
 
 
+def _is_anthropic_path(path: str) -> bool:
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+def _response(
+    path: str,
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    if _is_anthropic_path(path):
+        body = anthropic_error_body(status, message)
+        return JSONResponse(body, status_code=status, headers=headers)
+    return error_response(status, message, param=param, code=code, headers=headers)
+
+
 def refusal(
     scope: Scope, status: int, message: str, *, code: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     """A middleware's refusal, in the error shape of the API the path belongs to.
 
     Ollama's and LM Studio's clients (paths under ``/api``, and Ollama's ``/``) show
-    ``{"error": "..."}`` as is; everything else gets OpenAI's shape.
+    ``{"error": "..."}`` as is; Anthropic's paths get its shape; everything else OpenAI's.
     """
     path = str(scope.get("path", ""))
     if path in {"/", "/api"} or path.startswith("/api/"):
         return JSONResponse({"error": message}, status_code=status, headers=headers)
-    return error_response(status, message, code=code, headers=headers)
+    return _response(path, status, message, code=code, headers=headers)
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+    path = request.url.path
+    return _response(
+        path, exc.status, exc.message, param=exc.param, code=exc.code, headers=exc.headers
+    )
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
@@ -107,7 +132,7 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
         detail = f"no route for {request.method} {request.url.path}"
     elif status == 405:
         detail = f"method {request.method} is not allowed on {request.url.path}"
-    return error_response(status, detail, headers=getattr(exc, "headers", None))
+    return _response(request.url.path, status, detail, headers=getattr(exc, "headers", None))
 
 
 async def handle_disconnect(request: Request, exc: Exception) -> Response:
@@ -122,6 +147,9 @@ async def handle_disconnect(request: Request, exc: Exception) -> Response:
 
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(
-        500, "internal server error; see the Sidelight log for details", code="internal_error"
+    return _response(
+        request.url.path,
+        500,
+        "internal server error; see the Sidelight log for details",
+        code="internal_error",
     )

@@ -210,6 +210,13 @@ class Backend:
     def submit(self, request: GenerationRequest) -> list[Event]:
         raise NotImplementedError
 
+    def count(self, request: GenerationRequest) -> list[Event]:
+        """A ``count_only`` request: templated and tokenized, accepted and finished at once."""
+        state = self._prepare(request)
+        if isinstance(state, RequestRejected):
+            return [state]
+        return [state.accepted, state.finished("stop")]
+
     def cancel(self, request_id: int) -> list[Event]:
         raise NotImplementedError
 

@@ -66,6 +66,9 @@ class GenerationRequest:
     ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
     than the context leaves after the prompt is clipped to what fits, not refused.
     ``request_id`` is assigned by :meth:`engine.client.EngineClient.submit`.
+    ``count_only`` templates and tokenizes the prompt without generating: the worker answers
+    :class:`RequestAccepted` (the prompt's size) and :class:`Finished` at once, and the
+    prompt need not fit the context (Anthropic's ``count_tokens``).
     """
 
     request_id: int = 0
@@ -80,6 +83,7 @@ class GenerationRequest:
     suffix: str | None = None
     logprobs: bool = False
     cap_max_tokens: bool = False
+    count_only: bool = False
 
 
 # ---- commands: server -> worker ----------------------------------------------------------

@@ -89,7 +89,8 @@ def prepare(
         RequestError: the prompt cannot be templated, the model has no FIM tokens for a
             ``suffix``, or prompt plus ``max_tokens`` exceeds the model's context (never
             truncated silently; with ``cap_max_tokens`` only the prompt must fit, and
-            ``max_tokens`` is clipped to the room it leaves), or a field holds a value the
+            ``max_tokens`` is clipped to the room it leaves; with ``count_only`` nothing
+            must fit), or a field holds a value the
             engine cannot take (text that is not valid Unicode, a number out of range).
     """
     _check_text(request)
@@ -113,7 +114,7 @@ def prepare(
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
-    if context_length is not None:
+    if context_length is not None and not request.count_only:
         if (
             request.max_tokens is not None
             and not request.cap_max_tokens
@@ -134,7 +135,9 @@ def prepare(
                 f"prompt has {prompt_tokens} tokens. Please reduce the length of the messages.",
                 "messages",
             )
-    if request.max_tokens is not None:
+    if request.count_only:
+        max_tokens = 1  # nothing is generated
+    elif request.max_tokens is not None:
         max_tokens = request.max_tokens
         if request.cap_max_tokens and context_length is not None:
             max_tokens = min(max_tokens, context_length - prompt_tokens)

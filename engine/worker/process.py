@@ -184,7 +184,9 @@ class Worker:
                 rid = command.request.request_id
                 self._send([RequestRejected(rid, "no_model", "no model is loaded")])
             else:
-                events = self._backend.submit(command.request)
+                request = command.request
+                backend = self._backend
+                events = backend.count(request) if request.count_only else backend.submit(request)
                 if events:
                     self._send(events)
         elif isinstance(command, Cancel):

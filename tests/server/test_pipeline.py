@@ -313,3 +313,21 @@ async def test_an_engine_side_cancel_is_a_retryable_error() -> None:
             pass
     assert (info.value.status, info.value.code) == (503, "engine_error")
     assert "switched or unloaded" in info.value.message
+
+
+def test_tool_call_arguments_reach_the_template_as_objects_from_every_dialect() -> None:
+    """OpenAI and Responses carry arguments as JSON text, Anthropic as an object; a template
+    writing ``arguments | tojson`` must get the object either way, or it quotes twice."""
+    from engine.server.pipeline.plan import template_messages
+
+    def turn(arguments: object) -> dict[str, Any]:
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+        return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+    messages = [{"role": "user", "content": "hi"}, turn('{"a": 1}'), turn({"a": 1}), turn("")]
+    messages.append(turn("not json"))
+    ready = template_messages(messages)
+    assert ready is not None
+    arguments = [m["tool_calls"][0]["function"]["arguments"] for m in ready[1:]]
+    assert arguments == [{"a": 1}, {"a": 1}, {}, "not json"]
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'  # not mutated

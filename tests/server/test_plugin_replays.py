@@ -10,6 +10,9 @@ The requests live in ``tests/fixtures/plugin_requests/*.json``, each file with a
   which Continue's IDE extensions also use for OpenAI-compatible providers. ``codex.json``,
   the two ``/v1/responses`` requests ``@openai/codex@0.171.0`` (``codex exec``) sent: with
   its own 40 kB prompt, and with the README's small-model config.
+  ``claude_code.json``: every request ``@anthropic-ai/claude-code@2.1.332`` sent in two
+  ``claude -p`` runs (its full agent request to ``/v1/messages?beta=true``, streamed and
+  its non-streamed fallback, and a ``--bare`` one), recorded the same way.
 * **Derived from the plugins' source** at pinned commits (the plugins cannot run here: Copilot
   needs VS Code, Zed is a GUI application, Continue's IDE core is not published to run
   alone): ``copilot_byok_ollama.json`` (``/api/version``, ``/api/tags``, ``/api/show``),
@@ -110,6 +113,7 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 def test_every_fixture_says_where_it_comes_from() -> None:
     files = sorted(FIXTURES.glob("*.json"))
     assert [f.name for f in files] == [
+        "claude_code.json",
         "codex.json",
         "continue_cli_openai.json",
         "continue_ollama.json",
@@ -493,6 +497,84 @@ def test_codex_small_model_request_streams_as_codex_reads_it(
     assert usage["output_tokens_details"]["reasoning_tokens"] == 0
     # store: false, as Codex sends it: nothing is kept.
     assert http.get(f"/v1/responses/{completed['response']['id']}").status_code == 404
+
+
+# ---- Claude Code (captured from running code) ------------------------------------------
+
+
+def anthropic_events(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    """Server-sent events as the anthropic SDK's stream reads them: ``event:`` + ``data:``."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: ") :])
+            assert name == data["type"], line
+            events.append((name, data))
+        else:
+            assert line == "", line
+    return events
+
+
+@pytest.mark.parametrize("name", ["default", "default-nonstreaming"])
+def test_claude_code_agent_request_over_the_context_is_a_400_it_shows(
+    http: httpx.Client, name: str
+) -> None:
+    """Claude Code's own request: 12 tools, a system turn, ``thinking: adaptive``, betas.
+
+    It is about 26,000 tokens, the demo model's context 2048: the answer must be a 400 in
+    Anthropic's shape whose message Claude Code recognizes ("maximum context length"); it
+    printed "Prompt is too long · the provider said: <message>". Never a silent cut.
+    """
+    recorded = request(load("claude_code.json"), name)
+    body = json.loads(recorded["body"])
+    assert recorded["path"] == "/v1/messages?beta=true"
+    assert [m["role"] for m in body["messages"]] == ["user", "system"]
+    assert len(body["tools"]) == 12 and body["max_tokens"] == 32000
+    assert body["thinking"] == {"type": "adaptive", "display": "omitted"}
+    response = replay(http, recorded)
+    assert response.status_code == 400
+    error = response.json()
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert re.fullmatch(
+        r"This model's maximum context length is 2048 tokens, but the prompt has \d{5} tokens\. "
+        r"Please reduce the length of the messages\.",
+        error["error"]["message"],
+    )
+
+
+def test_claude_code_bare_request_streams_the_reply(
+    http: httpx.Client, dialogues: dict[str, Any]
+) -> None:
+    """``--bare --tools ""``: the event sequence Claude Code reads, and the model's reply."""
+    recorded = request(load("claude_code.json"), "bare")
+    assert json.loads(recorded["body"])["stream"] is True
+    response = http.send(build(http, recorded), stream=True)
+    try:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = anthropic_events(response)
+    finally:
+        response.close()
+    names = [n for n, _ in events if n != "ping"]
+    deltas = names.count("content_block_delta")
+    assert names == [
+        "message_start",
+        "content_block_start",
+        *["content_block_delta"] * deltas,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    start = events[0][1]["message"]
+    assert start["model"] == MODEL and start["usage"]["input_tokens"] > 0
+    text = "".join(d["delta"]["text"] for n, d in events if n == "content_block_delta")
+    assert text == dialogues["fallback_reply"]
+    (finish,) = [d for n, d in events if n == "message_delta"]
+    assert finish["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    assert finish["usage"]["output_tokens"] > 0
 
 
 # ---- LM Studio's listing (shape from LM Studio's REST docs, not replayed from a plugin) ---

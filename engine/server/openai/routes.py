@@ -1,4 +1,8 @@
-"""Routes of the OpenAI-compatible API: parse, call the serving object, return."""
+"""Routes of the OpenAI-compatible API: parse, call the serving object, return.
+
+``GET /v1/models`` is shared with Anthropic's API: a request carrying ``anthropic-version``
+(the ``anthropic`` SDKs, Claude Code's model discovery) gets Anthropic's list shape.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.client import EngineClient
+from engine.server.anthropic import protocol as anthropic
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
 from engine.server.openai.serving_embeddings import EmbeddingServing
@@ -21,10 +26,16 @@ def openai_routes(pipeline: Pipeline, engine: EngineClient) -> list[Route]:
     cards = ModelCards(pipeline.models)
 
     async def list_models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": await cards.all()})
+        cards_list = await cards.all()
+        if "anthropic-version" in request.headers:
+            return JSONResponse(anthropic.model_page(cards_list))
+        return JSONResponse({"object": "list", "data": cards_list})
 
     async def get_model(request: Request) -> Response:
-        return JSONResponse(await cards.one(request.path_params["model_id"]))
+        card = await cards.one(request.path_params["model_id"])
+        if "anthropic-version" in request.headers:
+            return JSONResponse(anthropic.model_entry(card))
+        return JSONResponse(card)
 
     return [
         Route("/v1/chat/completions", chat.create, methods=["POST"]),

@@ -8,8 +8,10 @@ valid against its schema whatever the model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from engine.parsing import (
     CALL_SYNTAX,
@@ -69,7 +71,7 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
     if request.messages is not None and request.thinking is not None:
         kwargs.setdefault("enable_thinking", request.thinking)
     return GenerationRequest(
-        messages=request.messages,
+        messages=template_messages(request.messages),
         prompt=request.prompt,
         suffix=request.suffix,
         max_tokens=request.max_tokens,
@@ -80,7 +82,33 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
         tools=request.tools if plan.tool_format else None,
         constraint=plan.constraint,
         logprobs=request.logprobs,
+        count_only=request.count_only,
     )
+
+
+def template_messages(messages: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``messages`` with tool-call arguments as objects, as chat templates expect them.
+
+    Dialects carry arguments as the client sent them: a JSON string (OpenAI, Responses) or
+    an object (Anthropic's ``tool_use.input``). A template that writes ``arguments | tojson``
+    would quote a string a second time, so every string that parses becomes its object here,
+    once for all dialects; one that does not parse is left as text for the template to show.
+    """
+    if messages is None:
+        return None
+    return [_with_object_arguments(m) if m.get("tool_calls") else m for m in messages]
+
+
+def _with_object_arguments(message: dict[str, Any]) -> dict[str, Any]:
+    calls = []
+    for call in message["tool_calls"]:
+        function = call.get("function", {})
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(json.JSONDecodeError):
+                arguments = json.loads(arguments) if arguments.strip() else {}
+        calls.append({**call, "function": {**function, "arguments": arguments}})
+    return {**message, "tool_calls": calls}
 
 
 class ReplyReader:

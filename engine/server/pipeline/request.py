@@ -31,7 +31,8 @@ class GenerateRequest:
     Messages use the OpenAI chat shape the chat templates expect: ``role`` (``system``,
     ``user``, ``assistant``, ``tool``), ``content`` (text), and on assistant turns
     ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
-    arguments as a JSON string) and optionally ``reasoning_content``; tool results carry
+    arguments as a JSON string or an object: the pipeline hands the templates objects) and
+    optionally ``reasoning_content``; tool results carry
     ``tool_call_id``. Tools use the OpenAI function-tool shape
     (``{"type": "function", "function": {"name", "description", "parameters"}}``).
     """
@@ -63,3 +64,6 @@ class GenerateRequest:
     # as written unless tool calls are parsed (raw completions); None: when the model's chat
     # template knows thinking blocks.
     split_reasoning: bool | None = None
+    # Only template and count the prompt (Anthropic's count_tokens): the engine answers
+    # Started and then Done without generating, and the prompt need not fit the context.
+    count_only: bool = False

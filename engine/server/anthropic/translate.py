@@ -1,0 +1,274 @@
+"""A validated Messages request -> the pipeline's :class:`GenerateRequest`.
+
+Anthropic's conversation becomes the OpenAI-shaped messages chat templates read:
+
+- ``system`` (a string or text blocks) and the text of ``system`` turns inside
+  ``messages`` (a beta Claude Code uses) become one leading system message: many chat
+  templates (Qwen3, Llama 3, Gemma) accept a system message only first. A turn with
+  ``clear_at: next_user_message`` is left out once a later user turn exists.
+- ``tool_result`` blocks become ``tool`` messages (before the rest of their user turn);
+  ``tool_use`` blocks become the assistant turn's ``tool_calls`` (arguments as objects, as
+  the templates print them); ``thinking`` becomes its ``reasoning_content``.
+- Consecutive turns of one role are merged, as Anthropic merges them.
+- Images, documents and Anthropic's server-side blocks are refused with a 400 naming the
+  block: no model here can read them yet, and leaving them out would change the question.
+- A conversation that ends with an assistant turn (a prefill) is refused: templates cannot
+  continue a turn, and newer Claude models refuse it too.
+
+Tools: each client tool becomes an OpenAI function tool. Tools marked ``defer_loading``
+are offered only once a ``tool_reference`` (a tool-search result) or a ``tool_addition``
+names them; ``tool_removal`` withdraws one.
+
+Pure functions of the request: safe on any thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.server.anthropic import protocol
+from engine.server.errors import APIError
+from engine.server.pipeline import GenerateRequest, ToolChoice
+from engine.server.sampling import sampling_params
+
+# Claude Code's first system block is a header for Anthropic's billing, not for the model.
+_BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
+    """The pipeline request for ``body`` (a :class:`protocol.MessagesRequest` carries
+    sampling and limits; a count-only request does not).
+
+    Raises:
+        APIError: 400 naming the block or field Sidelight cannot use.
+    """
+    tools = _OfferedTools(body.tools or [])
+    choice = _tool_choice(body.tool_choice, tools)
+    messages = _Conversation(tools).build(body.system, body.messages)
+    thinking = None
+    if body.thinking is not None and body.thinking.type != "adaptive":
+        thinking = body.thinking.type == "enabled"
+    parallel = not (body.tool_choice and body.tool_choice.disable_parallel_tool_use)
+    if not isinstance(body, protocol.MessagesRequest):
+        return GenerateRequest(
+            model=body.model,
+            dialect="anthropic",
+            messages=messages,
+            tools=tools.functions(),
+            tool_choice=choice,
+            parallel_tool_calls=parallel,
+            thinking=thinking,
+        )
+    return GenerateRequest(
+        model=body.model,
+        dialect="anthropic",
+        messages=messages,
+        # An upper bound, clipped to what the context leaves: Claude Code asks for 32000
+        # whatever the model, and a prompt over the context is still refused.
+        max_tokens=body.max_tokens,
+        cap_max_tokens=True,
+        stop=tuple(body.stop_sequences or ()),
+        sampling=sampling_params(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
+        tools=tools.functions(),
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        thinking=thinking,
+        split_reasoning=True,  # any model's leading <think> block is a thinking block
+    )
+
+
+def refuse(param: str, message: str) -> APIError:
+    return APIError(400, f"{param}: {message}", param=param, code="invalid_request")
+
+
+def _tool_choice(choice: protocol.ToolChoice | None, tools: _OfferedTools) -> ToolChoice:
+    if choice is None or choice.type == "auto":
+        return ToolChoice("auto")
+    if choice.type == "none":
+        return ToolChoice("none")
+    if choice.type == "any":
+        return ToolChoice("required")
+    assert choice.name is not None  # checked by the protocol model
+    tools.add(choice.name, "tool_choice.name")
+    return ToolChoice("required", choice.name)
+
+
+class _OfferedTools:
+    """The tools shown to the model, in ``tools`` order, as tool changes leave them."""
+
+    def __init__(self, tools: list[protocol.Tool]) -> None:
+        self._declared = {tool.name: tool for tool in tools}
+        self._offered = {tool.name: tool for tool in tools if not tool.defer_loading}
+
+    def add(self, name: str, param: str) -> None:
+        tool = self._declared.get(name)
+        if tool is None:
+            raise refuse(param, f"no tool named '{name}' in tools")
+        self._offered[name] = tool
+
+    def define(self, definition: Any, param: str) -> None:
+        try:
+            tool = protocol.Tool.model_validate(definition)
+        except ValueError as exc:
+            raise refuse(param, f"not a valid tool definition: {exc}") from exc
+        self._declared[tool.name] = tool
+        self._offered[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self._offered.pop(name, None)
+
+    def functions(self) -> list[dict[str, Any]]:
+        return [tool.to_function() for tool in self._offered.values()]
+
+
+class _Conversation:
+    """Builds the template messages for one request (see the module docstring)."""
+
+    def __init__(self, tools: _OfferedTools) -> None:
+        self._tools = tools
+        self._system: list[str] = []
+        self._turns: list[dict[str, Any]] = []
+        self._call_names: dict[str, str] = {}  # tool_use id -> tool name
+
+    def build(
+        self, system: list[protocol.TextBlock], messages: list[protocol.Message]
+    ) -> list[dict[str, Any]]:
+        self._system.append(
+            "\n".join(b.text for b in system if not b.text.startswith(_BILLING_HEADER))
+        )
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        for i, message in enumerate(messages):
+            where = f"messages.{i}"
+            if message.role == "system":
+                cleared = message.clear_at == "next_user_message" and i < last_user
+                self._system_turn(message, where, cleared)
+            elif message.role == "user":
+                self._user_turn(message, where)
+            else:
+                self._assistant_turn(message, where)
+        if messages[-1].role == "assistant":
+            raise refuse(
+                f"messages.{len(messages) - 1}",
+                "the conversation ends with an assistant turn (a prefill), which Sidelight "
+                "cannot continue; end it with a user turn",
+            )
+        system_text = "\n\n".join(text for text in self._system if text)
+        head = [{"role": "system", "content": system_text}] if system_text else []
+        return head + self._turns
+
+    def _system_turn(self, message: protocol.Message, where: str, cleared: bool) -> None:
+        texts = []
+        for j, block in enumerate(message.content):
+            at = f"{where}.content.{j}"
+            if isinstance(block, protocol.TextBlock):
+                texts.append(block.text)
+            elif isinstance(block, protocol.ToolChangeBlock):
+                self._tool_change(block, at)
+            else:
+                raise _unusable(block, at, "system")
+        if not cleared:
+            self._system.append("\n".join(texts))
+
+    def _tool_change(self, block: protocol.ToolChangeBlock, at: str) -> None:
+        target = block.tool
+        kind, name = target.get("type"), target.get("name")
+        if block.type == "tool_addition" and kind == "tool_definition":
+            self._tools.define(target.get("definition"), f"{at}.tool.definition")
+        elif kind == "tool_reference" and isinstance(name, str):
+            if block.type == "tool_addition":
+                self._tools.add(name, f"{at}.tool.name")
+            else:
+                self._tools.remove(name)
+        else:
+            raise refuse(
+                f"{at}.tool",
+                "only tool_reference (a tool in tools) and tool_definition tool changes are "
+                "supported",
+            )
+
+    def _user_turn(self, message: protocol.Message, where: str) -> None:
+        texts = []
+        for j, block in enumerate(message.content):
+            at = f"{where}.content.{j}"
+            if isinstance(block, protocol.TextBlock):
+                texts.append(block.text)
+            elif isinstance(block, protocol.ToolResultBlock):
+                self._turns.append(self._tool_result(block, at))
+            else:
+                raise _unusable(block, at, "user")
+        if texts:
+            self._add("user", {"content": "\n".join(texts)})
+
+    def _tool_result(self, block: protocol.ToolResultBlock, at: str) -> dict[str, Any]:
+        pieces = []
+        for k, part in enumerate(block.content):
+            if isinstance(part, protocol.TextBlock):
+                pieces.append(part.text)
+            elif isinstance(part, protocol.ToolReferenceBlock):
+                self._tools.add(part.tool_name, f"{at}.content.{k}.tool_name")
+                pieces.append(f"Tool loaded: {part.tool_name}")
+            else:
+                raise _unusable(part, f"{at}.content.{k}", "tool_result")
+        content = "\n".join(pieces)
+        turn: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": block.tool_use_id,
+            "content": content,
+        }
+        name = self._call_names.get(block.tool_use_id)
+        if name is not None:
+            turn["name"] = name
+        return turn
+
+    def _assistant_turn(self, message: protocol.Message, where: str) -> None:
+        texts: list[str] = []
+        reasoning: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for j, block in enumerate(message.content):
+            at = f"{where}.content.{j}"
+            if isinstance(block, protocol.TextBlock):
+                texts.append(block.text)
+            elif isinstance(block, protocol.ThinkingBlock):
+                reasoning.append(block.thinking)
+            elif isinstance(block, protocol.RedactedThinkingBlock):
+                continue
+            elif isinstance(block, protocol.ToolUseBlock):
+                self._call_names[block.id] = block.name
+                function = {"name": block.name, "arguments": block.input}
+                calls.append({"id": block.id, "type": "function", "function": function})
+            else:
+                raise _unusable(block, at, "assistant")
+        fields: dict[str, Any] = {"content": "\n".join(texts)}
+        if calls:
+            fields["tool_calls"] = calls
+        if any(reasoning):
+            fields["reasoning_content"] = "\n".join(r for r in reasoning if r)
+        self._add("assistant", fields)
+
+    def _add(self, role: str, fields: dict[str, Any]) -> None:
+        """Append a turn, merged into the previous one when that has the same role."""
+        last = self._turns[-1] if self._turns else None
+        if last is None or last["role"] != role:
+            self._turns.append({"role": role, **fields})
+            return
+        if fields.get("content"):
+            joined = [last["content"], fields["content"]]
+            last["content"] = "\n\n".join(text for text in joined if text)
+        if fields.get("tool_calls"):
+            last["tool_calls"] = [*last.get("tool_calls", []), *fields["tool_calls"]]
+        if fields.get("reasoning_content"):
+            joined = [last.get("reasoning_content", ""), fields["reasoning_content"]]
+            last["reasoning_content"] = "\n".join(text for text in joined if text)
+
+
+def _unusable(block: Any, at: str, role: str) -> APIError:
+    kind = getattr(block, "type", "?")
+    if kind == "image":
+        return refuse(
+            at,
+            "image input is not supported yet: the models Sidelight runs read text only; "
+            "remove the image or describe it in text",
+        )
+    if kind in ("tool_use", "tool_result", "thinking"):
+        return refuse(at, f"a {kind} block cannot be part of a {role} turn")
+    return refuse(at, f"content blocks of type '{kind}' are not supported by Sidelight")
