@@ -54,6 +54,9 @@ def optimum_argv(request: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
+    # OpenVINO, nncf and optimum-intel send usage telemetry and write a client id to ~/intel
+    # unless the user declined; unimportable, they use no-op stubs (engine/telemetry.py).
+    sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
     request = json.loads(sys.argv[1])
     say(phase="checking", message="loading the conversion tools")
     for module in TOOLS:
