@@ -80,21 +80,30 @@ def _shared_objects(folder: Path) -> list[Path]:
 
 
 def system_depends(bundle: Path) -> list[str]:
-    """Debian packages of the system libraries the bundle's libraries load."""
+    """Debian packages of the system libraries the bundle's libraries load.
+
+    Those found here map to their packages with ``dpkg -S``; the ones Qt's X11 plugin needs
+    come from ``desktop/platform_libs.py`` whether this machine has them or not (a build
+    machine without a desktop lacks most of them, and ``ldd`` only says "not found").
+    """
     internal = bundle / "_internal"
     folders = {str(p.parent) for p in _shared_objects(internal)}
     env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(sorted(folders))}
+    qt_needs = dev.qt_system_libraries()
     outside: set[str] = set()
+    unknown: set[str] = set()
     for library in _shared_objects(internal):
         result = subprocess.run(
             ["ldd", str(library)], env=env, capture_output=True, text=True, check=False
         )
         for line in result.stdout.splitlines():
-            parts = line.split("=>")
-            if len(parts) == 2 and parts[1].strip().startswith("/"):
-                path = parts[1].split()[0]
-                if not path.startswith(str(bundle)):
-                    outside.add(path)
+            name, _, found = (part.strip() for part in line.partition("=>"))
+            if found.startswith("/") and not found.startswith(str(bundle)):
+                outside.add(found.split()[0])
+            elif found == "not found" and name not in qt_needs:
+                unknown.add(f"{name} (for {library.name})")
+    for name in sorted(unknown):
+        say(f"warning: not found here, so not in Depends: {name}")
     packages: set[str] = set()
     for path in sorted(outside):
         for candidate in (path, os.path.realpath(path)):
@@ -107,6 +116,7 @@ def system_depends(bundle: Path) -> list[str]:
         else:
             say(f"warning: no package owns {path}")
     packages.discard("libc6")
+    packages.update(qt_needs.values())
     return [f"libc6 (>= {MIN_GLIBC})", *sorted(packages)]
 
 
@@ -152,7 +162,6 @@ def build(*, fast: bool = False) -> Path:
         "Maintainer: Sidelight developers <sidelight@users.noreply.github.com>\n"
         f"Installed-Size: {size_kb}\n"
         f"Depends: {', '.join(depends)}\n"
-        "Recommends: libxkbcommon-x11-0, libxcb-cursor0, libxcb-icccm4, libxcb-keysyms1\n"
         "Suggests: intel-opencl-icd, intel-level-zero-npu\n"
         "Section: devel\n"
         "Priority: optional\n"

@@ -9,8 +9,9 @@ on SIGTERM, leaving no process behind and no OpenVINO telemetry in ``~/intel``.
 
 Tray (Linux): the windowed ``sidelight`` starts under Xvfb beside trayer (a system tray); its
 tray icon must be embedded in trayer's window and its server must answer ``/health``. A
-screenshot goes to ``build/smoke/tray.png``. Xvfb, trayer, xdotool and xwininfo are installed
-with apt-get when missing (as root).
+screenshot goes to ``build/smoke/tray.png``. Xvfb, trayer, xdotool and xwininfo, and the
+system libraries Qt's X11 plugin loads (the ``.deb`` depends on them), are installed with
+apt-get when missing (as root).
 
 Every run uses a clean environment (no PYTHONPATH, a fresh SIDELIGHT_HOME) and a working
 directory outside the repository, and checks that no process maps a file from the source tree,
@@ -293,10 +294,12 @@ def headless(
 
 
 def _ensure_tray_tools() -> None:
+    """The X server, tray and X tools, and the libraries the bundle's X11 plugin loads."""
     missing = sorted({pkg for tool, pkg in TRAY_TOOLS.items() if shutil.which(tool) is None})
-    if not missing:
-        return
-    if not dev.apt_install(missing, say):
+    if missing and dev.apt_install(missing, say):
+        missing = []
+    missing += dev.ensure_qt_libs(say)
+    if missing:
         raise SmokeError(f"the tray check needs: {' '.join(missing)} (apt-get install -y ...)")
 
 
