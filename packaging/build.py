@@ -9,6 +9,8 @@ size of each top-level part. It fails (exit code 1) when the bundle is larger th
 ``--write-docs`` puts those figures into ``docs/packaging.md`` between its size markers.
 
 Only the standard library is used, like ``dev.py``; work files go to ``build/pyinstaller``.
+On Linux PyInstaller needs ``objdump``: binutils is installed with apt-get when missing (as
+root).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -49,8 +52,19 @@ class Report:
     seconds: float | None  # the build's duration, when this run built it
 
 
+def _ensure_objdump() -> None:
+    """PyInstaller reads Linux libraries' dependencies with binutils' objdump."""
+    if not sys.platform.startswith("linux") or shutil.which("objdump"):
+        return
+    if not dev.apt_install(
+        ["binutils"], dev.say, "installing binutils (PyInstaller needs objdump)"
+    ):
+        sys.exit("[dev] PyInstaller needs objdump: apt-get install -y binutils")
+
+
 def build() -> None:
     python = dev.ensure_app_env()
+    _ensure_objdump()
     if os.name == "nt":
         icon = ROOT / "build" / "windows" / "sidelight.ico"
         subprocess.run(
