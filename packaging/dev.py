@@ -122,7 +122,8 @@ def qt_system_libraries() -> dict[str, str]:
     return dict(module.QT_SYSTEM_LIBRARIES)
 
 
-def _loadable(library: str) -> bool:
+def loadable(library: str) -> bool:
+    """Whether the dynamic loader finds ``library`` (a file name such as libGL.so.1)."""
     try:
         ctypes.CDLL(library)
     except OSError:
@@ -140,7 +141,7 @@ def ensure_qt_libs(log: Callable[[str], None] = say) -> list[str]:
     if not sys.platform.startswith("linux"):
         return []
     needed = qt_system_libraries()
-    missing = sorted({pkg for lib, pkg in needed.items() if not _loadable(lib)})
+    missing = sorted({pkg for lib, pkg in needed.items() if not loadable(lib)})
     if missing and apt_install(
         missing, log, f"installing system libraries Qt needs: {' '.join(missing)}"
     ):
