@@ -35,6 +35,15 @@ STAGING = ROOT / "build" / "deb"
 PREFIX = "/opt/sidelight"
 PACKAGE = "sidelight"
 MIN_GLIBC = "2.28"  # the OpenVINO and PySide6 wheels are manylinux_2_28
+# Qt's Wayland plugins (bundled; Qt prefers them in a Wayland session): small, and missing on
+# a build machine without a desktop.
+WAYLAND_LIBRARIES = {
+    "libwayland-client.so.0": "libwayland-client0",
+    "libwayland-cursor.so.0": "libwayland-cursor0",
+    "libwayland-egl.so.1": "libwayland-egl1",
+}
+# Loaded only for the GPU: the OpenCL loader comes with Intel's driver (Suggests).
+OPTIONAL_LIBRARIES = {"libOpenCL.so.1"}
 WRAPPER = f"""#!/bin/sh
 # Sidelight: the tray app without arguments, the console executable for a subcommand.
 if [ "$#" -eq 0 ]; then
@@ -83,15 +92,16 @@ def system_depends(bundle: Path) -> list[str]:
     """Debian packages of the system libraries the bundle's libraries load.
 
     Those found here map to their packages with ``dpkg -S``; the ones Qt's X11 plugin needs
-    come from ``desktop/platform_libs.py`` whether this machine has them or not (a build
-    machine without a desktop lacks most of them, and ``ldd`` only says "not found").
+    (``desktop/platform_libs.py``) and its Wayland plugins are listed whether this machine has
+    them or not (a build machine without a desktop lacks most, and ``ldd`` only says "not
+    found"). Any other library not found is a warning.
     """
     internal = bundle / "_internal"
     folders = {str(p.parent) for p in _shared_objects(internal)}
     env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(sorted(folders))}
-    qt_needs = dev.qt_system_libraries()
+    known = {**dev.qt_system_libraries(), **WAYLAND_LIBRARIES}
     outside: set[str] = set()
-    unknown: set[str] = set()
+    unknown: dict[str, set[str]] = {}
     for library in _shared_objects(internal):
         result = subprocess.run(
             ["ldd", str(library)], env=env, capture_output=True, text=True, check=False
@@ -100,10 +110,11 @@ def system_depends(bundle: Path) -> list[str]:
             name, _, found = (part.strip() for part in line.partition("=>"))
             if found.startswith("/") and not found.startswith(str(bundle)):
                 outside.add(found.split()[0])
-            elif found == "not found" and name not in qt_needs:
-                unknown.add(f"{name} (for {library.name})")
-    for name in sorted(unknown):
-        say(f"warning: not found here, so not in Depends: {name}")
+            elif found == "not found" and name not in known and name not in OPTIONAL_LIBRARIES:
+                unknown.setdefault(name, set()).add(library.name)
+    for name, users in sorted(unknown.items()):
+        example = sorted(users)[0]
+        say(f"warning: {name} not found (needed by {len(users)}, e.g. {example}): not in Depends")
     packages: set[str] = set()
     for path in sorted(outside):
         for candidate in (path, os.path.realpath(path)):
@@ -116,7 +127,7 @@ def system_depends(bundle: Path) -> list[str]:
         else:
             say(f"warning: no package owns {path}")
     packages.discard("libc6")
-    packages.update(qt_needs.values())
+    packages.update(known.values())
     return [f"libc6 (>= {MIN_GLIBC})", *sorted(packages)]
 
 
