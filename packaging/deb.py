@@ -1,7 +1,7 @@
 """Build the Debian/Ubuntu package from the bundle, and prove it installs, serves and uninstalls.
 
     python3 packaging/deb.py build [--fast]   # dist/sidelight -> dist/sidelight_VERSION_ARCH.deb
-    python3 packaging/deb.py check    # dpkg -i, serve + chat through /usr/bin/sidelight, dpkg -P
+    python3 packaging/deb.py check    # apt install, serve + chat via /usr/bin/sidelight, dpkg -P
 
 The package puts the bundle in ``/opt/sidelight``, a ``/usr/bin/sidelight`` wrapper (no
 arguments: the tray app; a subcommand: the console executable), a desktop entry and the icon.
@@ -208,7 +208,10 @@ def _installed() -> bool:
 
 
 def check(package: Path) -> None:
-    """Install, serve and chat through the installed command, purge, and look for leftovers."""
+    """Install, serve and chat through the installed command, purge, and look for leftovers.
+
+    What the package depended on stays installed after the purge, as on a user's machine.
+    """
     if os.geteuid() != 0:
         sys.exit("[deb] check installs a package: run it as root")
     if _installed():
@@ -223,8 +226,11 @@ def check(package: Path) -> None:
             ["tar", "-t"], stdin=tar, capture_output=True, text=True, check=True
         ).stdout.split()
     owned = [Path("/") / n.lstrip("./") for n in names if not n.endswith("/")]
-    say(f"dpkg -i {package.name}")
-    subprocess.run(["dpkg", "-i", str(package)], check=True, stdout=subprocess.DEVNULL)
+    # As the README installs it: apt-get also installs what it depends on, which proves the
+    # Depends names exist in the archive; dpkg -i (no apt) needs them present already.
+    if not dev.apt_install([str(package)], say, f"apt-get install {package.name}"):
+        say(f"dpkg -i {package.name}")
+        subprocess.run(["dpkg", "-i", str(package)], check=True, stdout=subprocess.DEVNULL)
     try:
         desktop = Path("/usr/share/applications/sidelight.desktop")
         if not desktop.is_file() or not Path(PREFIX, "sidelight").is_file():
