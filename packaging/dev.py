@@ -167,7 +167,11 @@ def ensure_app_env() -> Path:
 def run(args: list[str]) -> int:
     _ensure_env(APP_EXTRAS)
     _require_qt_libs()
-    return subprocess.call([str(BIN / "sidelight"), *args])
+    command = [str(BIN / "sidelight"), *args]
+    if os.name != "nt":
+        # Become Sidelight, so a SIGTERM to this process reaches it instead of orphaning it.
+        os.execv(command[0], command)  # noqa: S606 - the venv's own executable
+    return subprocess.call(command)
 
 
 def _ensure_js_client() -> None:
