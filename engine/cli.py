@@ -92,11 +92,21 @@ def _app(settings: Settings) -> int:
             file=sys.stderr,
         )
         return _serve(settings, _parser().parse_args(["serve"]))
-    try:
-        from desktop.app import run as run_desktop
-    except ImportError:
+    from desktop.platform_libs import gui_installed, xcb_problem  # Qt-free, always shipped
+
+    if not gui_installed():
         print("sidelight: the desktop app is not installed; serving headless", file=sys.stderr)
         return _serve(settings, _parser().parse_args(["serve"]))
+    # Before Qt loads: without its system libraries it aborts after a screenful of text.
+    problem = xcb_problem()
+    if problem is not None:
+        print(f"sidelight: {problem}", file=sys.stderr)
+        return 1
+    try:
+        from desktop.app import run as run_desktop
+    except ImportError as exc:  # Qt is installed; a system library it links against is not
+        print(f"sidelight: Qt cannot load: {exc}", file=sys.stderr)
+        return 1
     return int(run_desktop(settings))
 
 

@@ -9,6 +9,8 @@ size of each top-level part. It fails (exit code 1) when the bundle is larger th
 ``--write-docs`` puts those figures into ``docs/packaging.md`` between its size markers.
 
 Only the standard library is used, like ``dev.py``; work files go to ``build/pyinstaller``.
+On Linux PyInstaller needs ``objdump`` and Python's shared library: binutils and
+libpython3.X are installed with apt-get when missing (as root).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -49,8 +52,27 @@ class Report:
     seconds: float | None  # the build's duration, when this run built it
 
 
+def _ensure_linux_build_tools() -> None:
+    """What PyInstaller needs on Linux beyond pip: objdump and Python's shared library.
+
+    Debian's own Python links libpython statically; the bundle needs the shared one, which
+    is a separate package there (as is binutils' objdump, which PyInstaller reads
+    libraries' dependencies with). Installed with apt-get as root, named otherwise.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    missing = [] if shutil.which("objdump") else ["binutils"]
+    if not dev.loadable(f"libpython{version}.so.1.0"):
+        missing.append(f"libpython{version}")
+    message = f"installing what PyInstaller needs: {' '.join(missing)}"
+    if missing and not dev.apt_install(missing, dev.say, message):
+        sys.exit(f"[dev] PyInstaller needs: apt-get install -y {' '.join(missing)}")
+
+
 def build() -> None:
     python = dev.ensure_app_env()
+    _ensure_linux_build_tools()
     if os.name == "nt":
         icon = ROOT / "build" / "windows" / "sidelight.ico"
         subprocess.run(

@@ -1,7 +1,7 @@
 """Build the Debian/Ubuntu package from the bundle, and prove it installs, serves and uninstalls.
 
     python3 packaging/deb.py build [--fast]   # dist/sidelight -> dist/sidelight_VERSION_ARCH.deb
-    python3 packaging/deb.py check    # dpkg -i, serve + chat through /usr/bin/sidelight, dpkg -P
+    python3 packaging/deb.py check    # apt install, serve + chat via /usr/bin/sidelight, dpkg -P
 
 The package puts the bundle in ``/opt/sidelight``, a ``/usr/bin/sidelight`` wrapper (no
 arguments: the tray app; a subcommand: the console executable), a desktop entry and the icon.
@@ -35,6 +35,15 @@ STAGING = ROOT / "build" / "deb"
 PREFIX = "/opt/sidelight"
 PACKAGE = "sidelight"
 MIN_GLIBC = "2.28"  # the OpenVINO and PySide6 wheels are manylinux_2_28
+# Qt's Wayland plugins (bundled; Qt prefers them in a Wayland session): small, and missing on
+# a build machine without a desktop.
+WAYLAND_LIBRARIES = {
+    "libwayland-client.so.0": "libwayland-client0",
+    "libwayland-cursor.so.0": "libwayland-cursor0",
+    "libwayland-egl.so.1": "libwayland-egl1",
+}
+# Loaded only for the GPU: the OpenCL loader comes with Intel's driver (Suggests).
+OPTIONAL_LIBRARIES = {"libOpenCL.so.1"}
 WRAPPER = f"""#!/bin/sh
 # Sidelight: the tray app without arguments, the console executable for a subcommand.
 if [ "$#" -eq 0 ]; then
@@ -80,21 +89,32 @@ def _shared_objects(folder: Path) -> list[Path]:
 
 
 def system_depends(bundle: Path) -> list[str]:
-    """Debian packages of the system libraries the bundle's libraries load."""
+    """Debian packages of the system libraries the bundle's libraries load.
+
+    Those found here map to their packages with ``dpkg -S``; the ones Qt's X11 plugin needs
+    (``desktop/platform_libs.py``) and its Wayland plugins are listed whether this machine has
+    them or not (a build machine without a desktop lacks most, and ``ldd`` only says "not
+    found"). Any other library not found is a warning.
+    """
     internal = bundle / "_internal"
     folders = {str(p.parent) for p in _shared_objects(internal)}
     env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(sorted(folders))}
+    known = {**dev.qt_system_libraries(), **WAYLAND_LIBRARIES}
     outside: set[str] = set()
+    unknown: dict[str, set[str]] = {}
     for library in _shared_objects(internal):
         result = subprocess.run(
             ["ldd", str(library)], env=env, capture_output=True, text=True, check=False
         )
         for line in result.stdout.splitlines():
-            parts = line.split("=>")
-            if len(parts) == 2 and parts[1].strip().startswith("/"):
-                path = parts[1].split()[0]
-                if not path.startswith(str(bundle)):
-                    outside.add(path)
+            name, _, found = (part.strip() for part in line.partition("=>"))
+            if found.startswith("/") and not found.startswith(str(bundle)):
+                outside.add(found.split()[0])
+            elif found == "not found" and name not in known and name not in OPTIONAL_LIBRARIES:
+                unknown.setdefault(name, set()).add(library.name)
+    for name, users in sorted(unknown.items()):
+        example = sorted(users)[0]
+        say(f"warning: {name} not found (needed by {len(users)}, e.g. {example}): not in Depends")
     packages: set[str] = set()
     for path in sorted(outside):
         for candidate in (path, os.path.realpath(path)):
@@ -107,6 +127,7 @@ def system_depends(bundle: Path) -> list[str]:
         else:
             say(f"warning: no package owns {path}")
     packages.discard("libc6")
+    packages.update(known.values())
     return [f"libc6 (>= {MIN_GLIBC})", *sorted(packages)]
 
 
@@ -152,7 +173,6 @@ def build(*, fast: bool = False) -> Path:
         "Maintainer: Sidelight developers <sidelight@users.noreply.github.com>\n"
         f"Installed-Size: {size_kb}\n"
         f"Depends: {', '.join(depends)}\n"
-        "Recommends: libxkbcommon-x11-0, libxcb-cursor0, libxcb-icccm4, libxcb-keysyms1\n"
         "Suggests: intel-opencl-icd, intel-level-zero-npu\n"
         "Section: devel\n"
         "Priority: optional\n"
@@ -188,7 +208,10 @@ def _installed() -> bool:
 
 
 def check(package: Path) -> None:
-    """Install, serve and chat through the installed command, purge, and look for leftovers."""
+    """Install, serve and chat through the installed command, purge, and look for leftovers.
+
+    What the package depended on stays installed after the purge, as on a user's machine.
+    """
     if os.geteuid() != 0:
         sys.exit("[deb] check installs a package: run it as root")
     if _installed():
@@ -203,8 +226,11 @@ def check(package: Path) -> None:
             ["tar", "-t"], stdin=tar, capture_output=True, text=True, check=True
         ).stdout.split()
     owned = [Path("/") / n.lstrip("./") for n in names if not n.endswith("/")]
-    say(f"dpkg -i {package.name}")
-    subprocess.run(["dpkg", "-i", str(package)], check=True, stdout=subprocess.DEVNULL)
+    # As the README installs it: apt-get also installs what it depends on, which proves the
+    # Depends names exist in the archive; dpkg -i (no apt) needs them present already.
+    if not dev.apt_install([str(package)], say, f"apt-get install {package.name}"):
+        say(f"dpkg -i {package.name}")
+        subprocess.run(["dpkg", "-i", str(package)], check=True, stdout=subprocess.DEVNULL)
     try:
         desktop = Path("/usr/share/applications/sidelight.desktop")
         if not desktop.is_file() or not Path(PREFIX, "sidelight").is_file():

@@ -20,7 +20,9 @@ their tools or the package are skipped, with a message, when not run as root.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -39,15 +41,9 @@ STAMP = VENV / ".sidelight-installed"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 CONVERT_VENV = ROOT / ".venv-convert"
 APP_EXTRAS = "dev,gui,package"  # the tray app (PySide6), the test tools and PyInstaller
-# Shared libraries Qt loads even offscreen (the GUI tests), and the Debian/Ubuntu packages
-# that ship them.
-QT_SYSTEM_LIBS = {
-    "EGL": "libegl1",
-    "GL": "libgl1",
-    "xkbcommon": "libxkbcommon0",
-    "fontconfig": "libfontconfig1",
-    "dbus-1": "libdbus-1-3",
-}
+# The system libraries Qt's X11 plugin needs (a superset of what the offscreen GUI tests
+# need) and their Debian packages: one list, for this script, deb.py and the app's own check.
+PLATFORM_LIBS = ROOT / "desktop" / "platform_libs.py"
 
 
 def _python(venv_dir: Path = VENV) -> Path:
@@ -114,18 +110,50 @@ def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
     stamp.write_text(digest)
 
 
-def _ensure_qt_libs() -> None:
-    """Install the system libraries Qt needs (apt-get, as root) or say which are missing."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes.util
+def qt_system_libraries() -> dict[str, str]:
+    """Library file name -> Debian/Ubuntu package, for everything Qt's X11 plugin loads.
 
-    missing = sorted(
-        {pkg for lib, pkg in QT_SYSTEM_LIBS.items() if ctypes.util.find_library(lib) is None}
-    )
-    if missing and not apt_install(
-        missing, say, f"installing system libraries Qt needs: {' '.join(missing)}"
+    Read from ``desktop/platform_libs.py`` by path: it is standard-library only, and this
+    script runs before any environment has Sidelight installed.
+    """
+    spec = importlib.util.spec_from_file_location("_sidelight_platform_libs", PLATFORM_LIBS)
+    if spec is None or spec.loader is None:
+        sys.exit(f"[dev] cannot read {PLATFORM_LIBS}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.QT_SYSTEM_LIBRARIES)
+
+
+def loadable(library: str) -> bool:
+    """Whether the dynamic loader finds ``library`` (a file name such as libGL.so.1)."""
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return False
+    return True
+
+
+def ensure_qt_libs(log: Callable[[str], None] = say) -> list[str]:
+    """Install the system libraries Qt needs with apt-get (as root) when any is missing.
+
+    ``run`` needs them for the X11 plugin, the GUI tests for Qt itself (offscreen) and the
+    smoke test for the bundle's X11 plugin under Xvfb. Returns the Debian packages still
+    missing (not root, or no apt-get); the caller says what to install.
+    """
+    if not sys.platform.startswith("linux"):
+        return []
+    needed = qt_system_libraries()
+    missing = sorted({pkg for lib, pkg in needed.items() if not loadable(lib)})
+    if missing and apt_install(
+        missing, log, f"installing system libraries Qt needs: {' '.join(missing)}"
     ):
+        return []
+    return missing
+
+
+def _require_qt_libs() -> None:
+    missing = ensure_qt_libs()
+    if missing:
         sys.exit(
             f"[dev] Qt (the tray app and its tests) needs these system libraries: "
             f"{' '.join(missing)}. Install them, e.g. sudo apt-get install -y {' '.join(missing)}"
@@ -140,8 +168,12 @@ def ensure_app_env() -> Path:
 
 def run(args: list[str]) -> int:
     _ensure_env(APP_EXTRAS)
-    _ensure_qt_libs()
-    return subprocess.call([str(BIN / "sidelight"), *args])
+    _require_qt_libs()
+    command = [str(BIN / "sidelight"), *args]
+    if os.name != "nt":
+        # Become Sidelight, so a SIGTERM to this process reaches it instead of orphaning it.
+        os.execv(command[0], command)  # noqa: S606 - the venv's own executable
+    return subprocess.call(command)
 
 
 # Node.js clients the tests drive, each installed with ``npm ci`` in its own folder: the
@@ -185,7 +217,7 @@ def _run_install_script(package_dir: Path) -> None:
 
 def test(args: list[str]) -> int:
     _ensure_env(APP_EXTRAS)
-    _ensure_qt_libs()
+    _require_qt_libs()
     _ensure_env("convert", CONVERT_VENV)
     _ensure_js_clients()
     steps = [

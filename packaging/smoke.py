@@ -5,12 +5,13 @@
 Headless: ``sidelight-cli devices --json`` must list the CPU; ``sidelight-cli serve --port N``
 (the built-in demo model) must answer a streamed and a whole chat completion with exactly the
 reply the demo model was trained on (``tests/models/dialogues.json``), and exit with code 0
-on SIGTERM, leaving no process behind.
+on SIGTERM, leaving no process behind and no OpenVINO telemetry in ``~/intel``.
 
 Tray (Linux): the windowed ``sidelight`` starts under Xvfb beside trayer (a system tray); its
 tray icon must be embedded in trayer's window and its server must answer ``/health``. A
-screenshot goes to ``build/smoke/tray.png``. Xvfb, trayer, xdotool and xwininfo are installed
-with apt-get when missing (as root).
+screenshot goes to ``build/smoke/tray.png``. Xvfb, trayer, xdotool and xwininfo, and the
+system libraries Qt's X11 plugin loads (the ``.deb`` depends on them), are installed with
+apt-get when missing (as root).
 
 Every run uses a clean environment (no PYTHONPATH, a fresh SIDELIGHT_HOME) and a working
 directory outside the repository, and checks that no process maps a file from the source tree,
@@ -210,6 +211,14 @@ def sandbox() -> Iterator[Path]:
         yield Path(folder)
 
 
+def check_no_telemetry(home: Path) -> None:
+    """OpenVINO's usage telemetry stays off: no client id in ``~/intel`` (engine/telemetry.py)."""
+    intel = home / "intel"
+    if intel.exists():
+        found = sorted(p.name for p in intel.iterdir()) if intel.is_dir() else []
+        raise SmokeError(f"the app wrote OpenVINO telemetry files to {intel}: {found}")
+
+
 def _log_tail(log: Path) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(log.read_text(errors="replace").splitlines()[-25:])
@@ -274,6 +283,8 @@ def headless(
                 also(port)
             stop(process, "sidelight serve")
             say("serve: exited with code 0 on SIGTERM, no process left")
+            check_no_telemetry(home)
+            say("serve: no OpenVINO telemetry written to ~/intel")
         except SmokeError as exc:
             raise SmokeError(f"{exc}\n--- serve output ---\n{_log_tail(log)}") from None
         finally:
@@ -283,10 +294,12 @@ def headless(
 
 
 def _ensure_tray_tools() -> None:
+    """The X server, tray and X tools, and the libraries the bundle's X11 plugin loads."""
     missing = sorted({pkg for tool, pkg in TRAY_TOOLS.items() if shutil.which(tool) is None})
-    if not missing:
-        return
-    if not dev.apt_install(missing, say):
+    if missing and dev.apt_install(missing, say):
+        missing = []
+    missing += dev.ensure_qt_libs(say)
+    if missing:
         raise SmokeError(f"the tray check needs: {' '.join(missing)} (apt-get install -y ...)")
 
 
@@ -404,6 +417,7 @@ def tray(bundle: Path) -> None:
                 say(f"tray: screenshot of the tray in {picture.relative_to(ROOT)}")
             stop(app, "the tray app")
             say("tray: the app quit with code 0 on SIGTERM")
+            check_no_telemetry(home)
         except SmokeError as exc:
             raise SmokeError(f"{exc}\n--- app output ---\n{_log_tail(log)}") from None
         finally:

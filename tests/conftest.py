@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+import engine  # noqa: F401 - first: keeps OpenVINO's telemetry off here too (engine.telemetry)
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "resources" / "models" / "sidelight-demo"
 TINY_GGUF = ROOT / "tests" / "fixtures" / "sidelight-demo-f16.gguf"

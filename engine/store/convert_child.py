@@ -71,6 +71,9 @@ def missing_tools() -> list[str]:
 
 
 def main() -> int:
+    # OpenVINO, nncf and optimum-intel send usage telemetry and write a client id to ~/intel
+    # unless the user declined; unimportable, they use no-op stubs (engine/telemetry.py).
+    sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
     if sys.argv[1:] == ["--check"]:
         missing = missing_tools()
         say(missing=missing)

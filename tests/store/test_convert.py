@@ -87,16 +87,21 @@ def _element_types(ir: Path) -> set[str]:
 
 
 def test_cli_converts_to_int4_and_the_result_serves(
-    tiny_checkpoint: Path, convert_python: Path, sidelight_home: Path
+    tiny_checkpoint: Path, convert_python: Path, sidelight_home: Path, tmp_path: Path
 ) -> None:
+    user_home = tmp_path / "user-home"  # OpenVINO, nncf and optimum-intel keep telemetry here
+    user_home.mkdir()
     done = sidelight(
         sidelight_home,
         "convert",
         str(tiny_checkpoint),
         timeout=300,
         SIDELIGHT_CONVERT_PYTHON=str(convert_python),
+        HOME=str(user_home),
+        CI="",  # openvino_telemetry is quiet in CI; this test sees a user's machine
     )
     assert done.returncode == 0, done.stderr
+    assert not (user_home / "intel").exists(), "the conversion wrote OpenVINO telemetry"
     assert "added tiny-qwen2-int4 (int4" in done.stdout
     assert "converting" in done.stderr  # progress lines (stderr is not a terminal here)
 
