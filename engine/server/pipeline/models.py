@@ -15,6 +15,7 @@ from engine.gguf_check import check_gguf
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
+from engine.server.monitor import note_model
 from engine.server.pipeline.engine import EngineLike
 from engine.store import ModelStore, StoreError
 
@@ -64,9 +65,11 @@ class ModelResolver:
             logger.info("request for %s: switching from %s", name, current)
             self.engine.load(spec, status.device)
         elif status.state not in (LOADING, RESTARTING, STARTING):
+            note_model(status.model.id)
             return status.model
         status = await asyncio.to_thread(self.engine.wait_for, {READY, ERROR}, LOAD_WAIT_SECONDS)
         if status.state == READY and status.model is not None and status.model.id == name:
+            note_model(name)
             return status.model
         if status.state == ERROR:
             raise APIError(
@@ -98,6 +101,7 @@ class ModelResolver:
                 param="model",
                 code="model_not_embedding",
             )
+        note_model(spec.id)
         return spec
 
     def _stored_spec(self, name: str) -> ModelSpec:
