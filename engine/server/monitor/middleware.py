@@ -60,14 +60,16 @@ class MonitorMiddleware:
             replay=_replay(scope, headers),
         )
         body: bytearray | None = bytearray() if self.monitor.keep_bodies else None
+        body_read = False  # a body refused before it was read is not kept, not even empty
         status: int | None = None
         error_answer = bytearray()
 
         async def observed_receive() -> Message:
-            nonlocal body
+            nonlocal body, body_read
             message = await receive()
             if body is not None and message["type"] == "http.request":
                 body.extend(message.get("body", b""))
+                body_read = not message.get("more_body", False)
                 if len(body) > MAX_KEPT_BODY:
                     body = None
             return message
@@ -95,7 +97,8 @@ class MonitorMiddleware:
             raise
         finally:
             unbind(token)
-            kept = body.decode("utf-8", errors="replace") if body is not None else None
+            read = body is not None and body_read
+            kept = body.decode("utf-8", errors="replace") if read and body is not None else None
             self.monitor.close(request, status or 500, _error_message(bytes(error_answer)), kept)
 
     def _route(self, scope: Scope) -> str:

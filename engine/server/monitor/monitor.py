@@ -53,11 +53,16 @@ def unbind(token: Token[OpenRequest | None]) -> None:
     _current.reset(token)
 
 
-def note_model(model_id: str) -> None:
-    """Record the model serving the current request, if there is one (model lookups call
-    this, so embedding requests and warm-ups name their model too)."""
+def note_model(model_id: str | None = None, *, requested: str | None = None) -> None:
+    """Record the model a request named (``requested``) or is served by, if a request is
+    being served here. Model lookups call this, so requests refused before they reach the
+    pipeline (an unknown model), embeddings and warm-ups name their model too."""
     request = _current.get()
-    if request is not None:
+    if request is None:
+        return
+    if requested is not None:
+        request.requested_model = requested
+    if model_id is not None:
         request.model = model_id
 
 
@@ -122,8 +127,8 @@ class RequestMonitor:
         outcome = request.outcome(status)
         kept = body if self._keep_bodies else None
         entry = self.log.finished(request, status, outcome, kept)
-        self.metrics.in_flight.dec()
         self.metrics.observe(entry)
+        self.metrics.in_flight.dec()
         logger.info("%s", log_line(entry))
         return entry
 
@@ -169,6 +174,11 @@ class GenerationTracker:
         if self._submitted is not None:
             self.request.queue_seconds = time.monotonic() - self._submitted
         self.request.prompt_tokens = prompt_tokens
+
+    def generated(self, tokens: int) -> None:
+        """Tokens generated so far (a running request shows them; a cancelled one keeps
+        them)."""
+        self.request.generated_tokens = tokens
 
     def finished(self, done: Done) -> None:
         if self._ended:

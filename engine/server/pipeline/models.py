@@ -48,6 +48,7 @@ class ModelResolver:
                 422 for a damaged one; 503 with Retry-After while a model takes longer than
                 :data:`LOAD_WAIT_SECONDS` to load; 500 when loading failed.
         """
+        note_model(requested=name)
         status = self.models.status()
         name = self.models.canonical(name)
         if status.model is None or status.model.id != name:
@@ -88,6 +89,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
+        note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
         spec = self.models.seen.get(name)

@@ -208,6 +208,7 @@ class Generation:
                     yield Logprobs(_items(event.logprobs))
                 if isinstance(event, TextDelta):
                     self.tokens += event.tokens
+                    self._tracker.generated(self.tokens)
                     for parsed in self._reader.feed(event.text):
                         yield parsed
                     continue
