@@ -53,6 +53,7 @@ COLUMNS = (
     "Time",
     "Dialect",
     "Route",
+    "Client",
     "Model",
     "Status",
     "Prompt",
@@ -60,9 +61,20 @@ COLUMNS = (
     "TTFT",
     "Tokens/s",
     "Duration",
-    "Client",
     "Error",
 )
+# What each column must show whole (the error column takes the rest, its text the details).
+_WIDEST = {
+    "Time": "00:00:00",
+    "Dialect": "anthropic",
+    "Route": "/v1/chat/completions",
+    "Client": "OpenAI/Python 1.9",
+    "Model": "qwen2.5-coder-7b",
+    "Status": "404 client error",
+    "Prompt": "99999",
+    "TTFT": "999 ms",
+    "Duration": "99.99 s",
+}
 _NUMERIC = frozenset({"Prompt", "Generated", "TTFT", "Tokens/s", "Duration"})
 _ERROR_COLOUR = QColor("#b3261e")
 _BODIES_OFF_TIP = (
@@ -75,13 +87,13 @@ _NOT_KEPT_TIP = "This request's body was not kept (bodies were off, or it was ov
 def cells(entry: RequestEntry) -> tuple[str, ...]:
     """The row for ``entry``, in :data:`COLUMNS` order."""
     clock = time.strftime("%H:%M:%S", time.localtime(entry.started_at))
-    route = f"{entry.method} {entry.route}" if entry.method else entry.route
     outcome = (entry.outcome or "").replace("_", " ")
     status = "running…" if entry.running else f"{entry.status} {outcome}"
     return (
         clock,
         entry.dialect,
-        route,
+        entry.route if entry.method in ("POST", "") else f"{entry.method} {entry.route}",
+        entry.user_agent or ("Sidelight chat" if entry.dialect == "desktop" else ""),
         entry.model or entry.requested_model or "",
         status,
         str(entry.prompt_tokens) if entry.prompt_tokens else "",
@@ -89,9 +101,20 @@ def cells(entry: RequestEntry) -> tuple[str, ...]:
         _seconds(entry.ttft_seconds),
         f"{entry.tokens_per_second:.1f}" if entry.tokens_per_second else "",
         _seconds(entry.duration_seconds),
-        entry.user_agent or ("Sidelight chat" if entry.dialect == "desktop" else ""),
         entry.error or "",
     )
+
+
+def details(entry: RequestEntry) -> str:
+    """The line under the table for the selected request: what the columns cut short."""
+    parts = [f"{entry.method or 'chat'} {entry.route}"]
+    if entry.requested_model and entry.requested_model != entry.model:
+        parts.append(f"asked for “{entry.requested_model}”")
+    if entry.queue_seconds is not None:
+        parts.append(f"waited {_seconds(entry.queue_seconds)} for the engine")
+    if entry.error:
+        parts.append(f"error: {entry.error}")
+    return " · ".join(parts)
 
 
 def _seconds(value: float | None) -> str:
@@ -126,8 +149,10 @@ class RequestTable(QAbstractTableModel):
         if not index.isValid():
             return None
         text = self._cells[index.row()][index.column()]
-        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return text if role == Qt.ItemDataRole.DisplayRole or len(text) > 30 else None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return text
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return text or None  # what a narrow column cuts short
         if role == Qt.ItemDataRole.TextAlignmentRole and COLUMNS[index.column()] in _NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ForegroundRole:
@@ -171,17 +196,10 @@ class RequestsWindow(QWidget):
         self.proxy.setFilterKeyColumn(-1)  # every column
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.filter.textChanged.connect(self._on_filter_changed)
-        self.view = QTableView()
-        self.view.setModel(self.proxy)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.view.setWordWrap(False)
-        self.view.verticalHeader().hide()
-        header = self.view.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
-        self.view.selectionModel().selectionChanged.connect(self.sync_buttons)
+        self.view = self._table_view()
+        self.details = QLabel()
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.setWordWrap(True)
 
         self.summary = QLabel()
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -197,6 +215,7 @@ class RequestsWindow(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.details)
         layout.addLayout(bottom)
 
         self._timer = QTimer(self)
@@ -204,6 +223,25 @@ class RequestsWindow(QWidget):
         self._timer.timeout.connect(self.refresh)
         fit_to_screen(self, QSize(1000, 520))
         self.refresh()
+
+    def _table_view(self) -> QTableView:
+        view = QTableView()
+        view.setModel(self.proxy)
+        view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        view.setWordWrap(False)
+        view.verticalHeader().hide()
+        header = view.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        view.selectionModel().selectionChanged.connect(self.sync_buttons)
+        metrics = view.fontMetrics()
+        padding = metrics.averageCharWidth() + 8  # the cell's margins
+        for column, name in enumerate(COLUMNS[:-1]):
+            text = max(_WIDEST.get(name, ""), name, key=metrics.horizontalAdvance)
+            header.resizeSection(column, metrics.horizontalAdvance(text) + padding)
+        return view
 
     def showEvent(self, event: QShowEvent) -> None:
         self.refresh()
@@ -226,18 +264,11 @@ class RequestsWindow(QWidget):
         selected = self.selected_entry()
         finished = log.entries()
         self.table.set_entries(running[::-1] + finished[::-1])
-        if self._shown_state is None:
-            self._fit_columns()
         self._shown_state = state
         if selected is not None and selected.id:
             self._select(selected.id)
         self._show_summary(len(finished), len(running))
         self.sync_buttons()
-
-    def _fit_columns(self) -> None:
-        self.view.resizeColumnsToContents()
-        for name, width in (("Route", 190), ("Client", 160), ("Model", 140)):
-            self.view.setColumnWidth(COLUMNS.index(name), width)
 
     def _select(self, entry_id: int) -> None:
         for row, entry in enumerate(self.table.entries):
@@ -267,8 +298,10 @@ class RequestsWindow(QWidget):
     # ---- copy as curl and keeping bodies -----------------------------------------------
 
     def sync_buttons(self) -> None:
-        """*Copy as curl* is on only for a selected request whose body was kept."""
+        """*Copy as curl* is on only for a selected request whose body was kept; the details
+        line follows the selection."""
         entry = self.selected_entry()
+        self.details.setText(details(entry) if entry is not None else "")
         if not self.controller.monitor.keep_bodies:
             enabled, tip = False, _BODIES_OFF_TIP
         elif entry is None:
