@@ -191,6 +191,17 @@ def test_a_client_that_leaves_mid_stream_is_logged_as_cancelled(
     for index, _chunk in enumerate(stream):
         if index == 3:
             break
+    # While it streams, it is in flight (no longer queued) and listed as running.
+    during = scrape(server)
+    assert value(during, "sidelight_requests_in_flight") == 1
+    assert value(during, "sidelight_requests_queued") == 0
+    [running] = requests_log(server, since)["running"]
+    assert (running["id"], running["outcome"], running["route"]) == (
+        0,
+        None,
+        "/v1/chat/completions",
+    )
+    assert running["generated_tokens"] >= 3 and running["prompt_tokens"] > 0
     stream.close()
 
     log: dict[str, Any] = {}

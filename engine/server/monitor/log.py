@@ -1,7 +1,7 @@
 """The request inspector's memory: the last N finished requests and the running ones.
 
-Bounded twice: at most ``capacity`` entries, and at most ``body_budget`` bytes of kept
-bodies (the oldest bodies go first; their entries stay). Nothing here touches the disk.
+Bounded twice: at most ``capacity`` entries, and at most ``body_budget`` characters of
+kept bodies (the oldest bodies go first; their entries stay). Nothing here touches the disk.
 
 Threading: every method is safe from any thread (the server's loop adds, the desktop's GUI
 thread reads).
