@@ -27,6 +27,7 @@ from desktop.taskman import TaskManager
 from desktop.tray import TrayIcon
 from desktop.views.chat_window import ChatWindow
 from desktop.views.model_manager import ModelManager
+from desktop.views.requests_window import RequestsWindow
 from desktop.views.settings_dialog import SettingsDialog
 from desktop.views.welcome import WelcomeDialog
 from engine.client import EngineClient
@@ -70,6 +71,7 @@ class DesktopApp(QObject):
         self.tray = TrayIcon(self.controller, self)
         self._chat: ChatWindow | None = None
         self._models: ModelManager | None = None
+        self._requests: RequestsWindow | None = None
         self._settings: SettingsDialog | None = None
         self._welcome_dialog: WelcomeDialog | None = None
         self._welcome_due = False
@@ -77,6 +79,7 @@ class DesktopApp(QObject):
         menu = self.tray.menu
         menu.open_chat.connect(self.show_chat)
         menu.open_models.connect(self.show_models)
+        menu.open_requests.connect(self.show_requests)
         menu.open_settings.connect(self.show_settings)
         menu.quit_requested.connect(self.quit)
         self.controller.server_changed.connect(self._maybe_welcome)
@@ -117,6 +120,7 @@ class DesktopApp(QObject):
             chat = ChatWindow(self.controller, self.tasks, self.history, self.chat_options)
             chat.open_settings.connect(self.show_settings)
             chat.open_models.connect(self.show_models)
+            chat.open_requests.connect(self.show_requests)
             chat.quit_requested.connect(self.quit)
             self._chat = chat
         return self._chat
@@ -134,6 +138,15 @@ class DesktopApp(QObject):
         if entry_id:
             dialog.select_entry(entry_id)
         _present(dialog)
+
+    @property
+    def requests_window(self) -> RequestsWindow:
+        if self._requests is None:
+            self._requests = RequestsWindow(self.controller)
+        return self._requests
+
+    def show_requests(self) -> None:
+        _present(self.requests_window)
 
     def show_settings(self) -> None:
         if self._settings is None or not self._settings.isVisible():

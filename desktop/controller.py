@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -26,9 +26,10 @@ from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
 from engine.server.app import create_app
+from engine.server.monitor import RequestMonitor
 from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError, ServerRunner
-from engine.settings import Settings
+from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,10 @@ class Controller(QObject):
         self._owns_engine = engine is None
         self.engine = engine or EngineClient(settings)
         self.store = ModelStore.from_settings(settings)
-        self.pipeline = Pipeline(self.engine, self.store)
+        # Metrics and the request log: the chat's and every server's requests, kept across
+        # server restarts (the Requests window reads it).
+        self.monitor = RequestMonitor(self.engine.status, keep_bodies=settings.keep_request_bodies)
+        self.pipeline = Pipeline(self.engine, self.store, self.monitor)
         self.state = DesktopState.load(settings.paths.config_dir)
         self.devices: list[DeviceInfo] | None = devices
         self.server_url: str | None = None
@@ -176,7 +180,9 @@ class Controller(QObject):
                     self._runner.stop()
                     self._runner = None
                 runner = ServerRunner(
-                    create_app(settings, self.engine, store), settings.host, settings.port
+                    create_app(settings, self.engine, store, self.monitor),
+                    settings.host,
+                    settings.port,
                 )
                 runner.start()
                 self._runner = runner
@@ -206,7 +212,9 @@ class Controller(QObject):
         with self._server_lock:
             old, old_settings, old_store = self._runner, self.settings, self.store
             runner = ServerRunner(
-                create_app(settings, self.engine, store), settings.host, settings.port
+                create_app(settings, self.engine, store, self.monitor),
+                settings.host,
+                settings.port,
             )
             same_port = old is not None and settings.port == old.port
             if old is not None and same_port:
@@ -217,7 +225,9 @@ class Controller(QObject):
                 if old is not None and same_port:
                     self._runner = None
                     again = ServerRunner(
-                        create_app(old_settings, self.engine, old_store), old.host, old.port
+                        create_app(old_settings, self.engine, old_store, self.monitor),
+                        old.host,
+                        old.port,
                     )
                     again.start()
                     self._runner = again
@@ -351,8 +361,21 @@ class Controller(QObject):
 
     def _use_settings(self, settings: Settings, store: ModelStore) -> None:
         self.settings, self.store = settings, store
-        self.pipeline = Pipeline(self.engine, store)
+        self.pipeline = Pipeline(self.engine, store, self.monitor)
+        self.monitor.set_keep_bodies(settings.keep_request_bodies)
         self.refresh_models()
+
+    def set_keep_request_bodies(self, keep: bool) -> None:
+        """Save "keep request bodies" and apply it at once (the server keeps running);
+        turning it off forgets the bodies kept so far.
+
+        Raises:
+            OSError: the config file cannot be written (nothing changed).
+            SettingsError: the config file is unreadable (nothing changed).
+        """
+        save_config(self.settings.paths, {"keep_request_bodies": keep})
+        self.settings = replace(self.settings, keep_request_bodies=keep)
+        self.monitor.set_keep_bodies(keep)
 
     # ---- engine status -----------------------------------------------------------------
 

@@ -44,10 +44,11 @@ def _shorten(text: str) -> str:
 
 
 class TrayMenu(QMenu):
-    """Server state and URL, Models, Device, the windows, Quit."""
+    """Server state and URL, Models, Device, the windows (chat, requests, settings), Quit."""
 
     open_chat = Signal()
     open_models = Signal()
+    open_requests = Signal()
     open_settings = Signal()
     quit_requested = Signal()
 
@@ -81,6 +82,9 @@ class TrayMenu(QMenu):
         self.addAction("Download models…").triggered.connect(self.open_models)
         self.addSeparator()
         self.addAction("Open chat").triggered.connect(self.open_chat)
+        requests = self.addAction("Requests…")
+        requests.setToolTip("What clients sent, how long it took, and why it failed")
+        requests.triggered.connect(self.open_requests)
         self.addAction("Settings…").triggered.connect(self.open_settings)
         self.addSeparator()
         self.addAction("Quit Sidelight").triggered.connect(self.quit_requested)

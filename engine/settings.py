@@ -131,6 +131,9 @@ class Settings:
     # interpreter lets the torch/optimum stack live outside the app's own environment.
     hf_token: str | None = None
     convert_python: Path | None = None
+    # The request inspector keeps each request's body (which may hold code) in memory for
+    # "copy as curl"; off by default, and bodies are never written to disk.
+    keep_request_bodies: bool = False
 
     def with_overrides(self, **changes: Any) -> Settings:
         """Return a copy with command-line overrides applied (``None`` values ignored)."""
@@ -279,6 +282,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
+        keep_request_bodies=_bool(
+            pick("SIDELIGHT_KEEP_REQUEST_BODIES", "keep_request_bodies"),
+            "keep_request_bodies",
+            False,
+        ),
         cpu=CpuSettings(
             pinning=_bool(pick("SIDELIGHT_CPU_PINNING", "cpu_pinning"), "cpu_pinning", False),
             threads=_int(pick("SIDELIGHT_CPU_THREADS", "cpu_threads"), "cpu_threads"),
@@ -303,6 +311,7 @@ CONFIG_KEYS = frozenset(
         "log_level",
         "hf_token",
         "convert_python",
+        "keep_request_bodies",
         "cpu_pinning",
         "cpu_threads",
         "models_dir",

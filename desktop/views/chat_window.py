@@ -107,6 +107,7 @@ class ChatWindow(QWidget):
     tool_calls_received = Signal(object)  # the reply's tool calls (tuple of ToolCall)
     open_settings = Signal()
     open_models = Signal()
+    open_requests = Signal()
     quit_requested = Signal()
     closed = Signal()
 
@@ -253,6 +254,7 @@ class ChatWindow(QWidget):
         menu.addAction(self.new_action)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
+        menu.addAction("Requests…").triggered.connect(self.open_requests)
         menu.addAction("Settings…").triggered.connect(self.open_settings)
         menu.addSeparator()
         menu.addAction(self.quit_action)

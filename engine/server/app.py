@@ -1,7 +1,7 @@
 """``create_app``: the HTTP application, built from explicit dependencies (no globals).
 
-Middleware order, outermost first: body limit, Host check (loopback binds only), cross-site
-guard, CORS, API key. Everything a request is refused for is checked before its body is
+Middleware order, outermost first: request monitor (so it sees every refusal), body limit,
+Host check (loopback binds only), cross-site guard, CORS, API key. Everything a request is refused for is checked before its body is
 parsed. CORS sits outside the key check so a browser's preflight gets its answer, and a
 refused origin is a 403 from the guard, never an ``Access-Control-Allow-Origin`` grant.
 """
@@ -35,6 +35,9 @@ from engine.server.errors import (
 )
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
+from engine.server.monitor import RequestMonitor
+from engine.server.monitor.middleware import MonitorMiddleware
+from engine.server.monitor.routes import monitor_routes
 from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
@@ -46,14 +49,21 @@ from engine.store import ModelStore
 
 
 def create_app(
-    settings: Settings, engine: EngineClient, store: ModelStore | None = None
+    settings: Settings,
+    engine: EngineClient,
+    store: ModelStore | None = None,
+    monitor: RequestMonitor | None = None,
 ) -> Starlette:
-    """Build the Starlette app serving ``/v1``, ``/health``, Ollama's and LM Studio's ``/api``.
+    """Build the Starlette app serving ``/v1``, ``/health``, ``/metrics``, Ollama's and LM
+    Studio's ``/api``.
 
-    ``store`` defaults to the store in ``settings.paths.models_dir``.
+    ``store`` defaults to the store in ``settings.paths.models_dir``; ``monitor`` (metrics
+    and the request log) to a new one: the desktop passes its own, which outlives servers.
     """
     store = store if store is not None else ModelStore.from_settings(settings)
-    pipeline = Pipeline(engine, store)  # every dialect's generations go through it
+    if monitor is None:
+        monitor = RequestMonitor(engine.status, keep_bodies=settings.keep_request_bodies)
+    pipeline = Pipeline(engine, store, monitor)  # every dialect's generations go through it
 
     async def health(request: Request) -> Response:
         if engine.status().state == ERROR:
@@ -72,11 +82,15 @@ def create_app(
         *lmstudio_routes(pipeline.models),
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
         *anthropic_routes(pipeline),
+        *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
     origins = "^(" + "|".join(settings.allowed_origins) + ")$"
-    middleware = [Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)]
+    middleware = [
+        Middleware(MonitorMiddleware, monitor=monitor, routes=routes),
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+    ]
     if is_loopback_host(settings.host) or not settings.api_key:
         # Bound beyond loopback, clients use names and addresses no list can hold; the
         # API key (required there by Settings.validate) guards instead, as in Ollama.
@@ -117,4 +131,5 @@ def create_app(
     app.state.engine = engine
     app.state.settings = settings
     app.state.store = store
+    app.state.monitor = monitor
     return app

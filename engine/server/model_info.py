@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from engine.client import READY, EngineStatus
 from engine.gguf import GGUFError, read_metadata
 from engine.models import ModelError, ModelSpec, read_chat_template, read_json
+from engine.server.monitor import note_model
 from engine.store import ModelStore, StoredModel, StoreError
 from engine.store.facts import folder_size, gguf_facts, ir_facts
 from engine.worker.prepare import FIM_TOKENS
@@ -128,6 +129,7 @@ class ModelDirectory:
 
     async def find(self, name: str) -> ModelInfo | None:
         """The model called ``name`` (in any case, spaces around it dropped), or ``None``."""
+        note_model(requested=name)  # the request log shows what was asked, even if unknown
         return await asyncio.to_thread(self._find_sync, name, self.status())
 
     def _list_sync(self, status: EngineStatus) -> list[ModelInfo]:

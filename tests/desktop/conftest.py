@@ -107,7 +107,8 @@ def make_desktop(
 
     yield make
     for app in apps:
-        for window in (app._chat, app._models, app._settings, app._welcome_dialog):
+        windows = (app._chat, app._models, app._requests, app._settings, app._welcome_dialog)
+        for window in windows:
             if window is not None:
                 window.close()
         app.shutdown()

@@ -42,6 +42,7 @@ def test_menu_shows_state_url_and_copies_the_base_url(qtbot: QtBot, desktop: Des
         "Device",
         "Download models…",
         "Open chat",
+        "Requests…",
         "Settings…",
         "Quit Sidelight",
     ]

@@ -95,3 +95,14 @@ def test_watchdog_bounds_come_from_env_or_file_and_must_make_sense(tmp_path: Pat
     settings.validate()
     with pytest.raises(SettingsError, match="engine_watchdog_seconds"):
         load_settings({**home, "SIDELIGHT_ENGINE_WATCHDOG_SECONDS": "-1"}).validate()
+
+
+def test_request_bodies_are_kept_only_when_switched_on(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path)}
+    assert load_settings(env).keep_request_bodies is False
+    settings = load_settings(env)
+    save_config(settings.paths, {"keep_request_bodies": True})
+    assert load_settings(env).keep_request_bodies is True
+    assert load_settings({**env, "SIDELIGHT_KEEP_REQUEST_BODIES": "0"}).keep_request_bodies is False
+    with pytest.raises(SettingsError, match="keep_request_bodies"):
+        load_settings({**env, "SIDELIGHT_KEEP_REQUEST_BODIES": "sometimes"})

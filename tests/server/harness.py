@@ -109,9 +109,11 @@ class ServerProcess:
 
 
 @contextmanager
-def running_server(home: Path, model: Path, *extra: str) -> Iterator[ServerProcess]:
+def running_server(
+    home: Path, model: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[ServerProcess]:
     """A ready server for a test module; on exit it must stop cleanly (exit code 0)."""
-    proc = ServerProcess(home, model, *extra)
+    proc = ServerProcess(home, model, *extra, env=env)
     try:
         proc.wait_ready()
         yield proc

@@ -15,6 +15,7 @@ from engine.gguf_check import check_gguf
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
+from engine.server.monitor import note_model
 from engine.server.pipeline.engine import EngineLike
 from engine.store import ModelStore, StoreError
 
@@ -47,6 +48,7 @@ class ModelResolver:
                 422 for a damaged one; 503 with Retry-After while a model takes longer than
                 :data:`LOAD_WAIT_SECONDS` to load; 500 when loading failed.
         """
+        note_model(requested=name)
         status = self.models.status()
         name = self.models.canonical(name)
         if status.model is None or status.model.id != name:
@@ -64,9 +66,11 @@ class ModelResolver:
             logger.info("request for %s: switching from %s", name, current)
             self.engine.load(spec, status.device)
         elif status.state not in (LOADING, RESTARTING, STARTING):
+            note_model(status.model.id)
             return status.model
         status = await asyncio.to_thread(self.engine.wait_for, {READY, ERROR}, LOAD_WAIT_SECONDS)
         if status.state == READY and status.model is not None and status.model.id == name:
+            note_model(name)
             return status.model
         if status.state == ERROR:
             raise APIError(
@@ -85,6 +89,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
+        note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
         spec = self.models.seen.get(name)
@@ -98,6 +103,7 @@ class ModelResolver:
                 param="model",
                 code="model_not_embedding",
             )
+        note_model(spec.id)
         return spec
 
     def _stored_spec(self, name: str) -> ModelSpec:

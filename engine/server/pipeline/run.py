@@ -17,6 +17,7 @@ from engine.models import ModelSpec
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
+from engine.server.monitor import GenerationTracker, RequestMonitor
 from engine.server.pipeline.engine import (
     EngineLike,
     EngineStream,
@@ -48,15 +49,25 @@ ENGINE_CANCELLED = "the engine cancelled the request (the model was switched or 
 class Pipeline:
     """Turns a :class:`GenerateRequest` into reply events, whatever dialect asked.
 
+    Every generation is recorded here, once for all dialects, in ``monitor`` (metrics
+    and the request log).
+
     Args:
         engine: the engine (the real client, or a scripted fake in unit tests).
         store: the model store requests may name models from (``None``: the loaded model
             only).
+        monitor: where generations are recorded (default: a monitor of its own).
     """
 
-    def __init__(self, engine: EngineLike, store: ModelStore | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineLike,
+        store: ModelStore | None = None,
+        monitor: RequestMonitor | None = None,
+    ) -> None:
         self.engine = engine
         self.store = store
+        self.monitor = monitor if monitor is not None else RequestMonitor(engine.status)
         # One record of the models seen, shared by every dialect's model listing.
         self.models = ModelDirectory(engine, store)
         self.resolver = ModelResolver(engine, store, self.models)
@@ -74,7 +85,22 @@ class Pipeline:
                 (404), prompt over the context or a bad field (400), no fill-in-the-middle
                 tokens (400), a model still loading or an engine restarting (503), ...
         """
+        tracker = self.monitor.track(request.dialect, request.model)
+        try:
+            return await self._start(request, tracker)
+        except APIError as exc:
+            tracker.failed(exc.status, exc.message)
+            raise
+        except Exception:
+            tracker.failed(500, "internal error while starting the generation")
+            raise
+        except BaseException:  # cancelled while waiting (the client went away)
+            tracker.cancelled()
+            raise
+
+    async def _start(self, request: GenerateRequest, tracker: GenerationTracker) -> Generation:
         spec = await self.resolve_model(request.model)
+        tracker.resolved(spec.id)
         status = self.engine.status()
         if request.suffix is not None and status.fim_tokens is None:
             raise APIError(
@@ -89,6 +115,7 @@ class Pipeline:
             stream = self.engine.submit(engine_request(request, plan))
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
+        tracker.submitted()
         try:
             accepted = await stream.start()
         except RequestFailed as exc:
@@ -96,11 +123,14 @@ class Pipeline:
         except BaseException:  # cancelled while waiting (the client went away)
             stream.cancel()
             raise
+        tracker.accepted(accepted.prompt_tokens)
         logger.debug(
             "%s request on %s: %d prompt tokens", request.dialect, spec.id, accepted.prompt_tokens
         )
         started = Started(spec.id, accepted.prompt_tokens)
-        return Generation(stream, started, plan, accepted.opens_reasoning, request.logprobs)
+        return Generation(
+            stream, started, plan, accepted.opens_reasoning, request.logprobs, tracker
+        )
 
     async def collect(self, request: GenerateRequest) -> Reply:
         """The whole answer, parsed.
@@ -141,7 +171,7 @@ class Generation:
     (one before each engine step's events, empty when the step had none), and a final
     :class:`Done`. An engine failure mid-stream raises :class:`APIError` (503,
     ``engine_error``). Leaving the iteration early cancels the request in the engine.
-    Iterate once.
+    Iterate once. How it ended is reported to ``tracker`` (the request monitor).
     """
 
     def __init__(
@@ -151,9 +181,11 @@ class Generation:
         plan: Plan,
         opens_reasoning: bool,
         logprobs: bool,
+        tracker: GenerationTracker,
     ) -> None:
         self.started = started
         self._stream = stream
+        self._tracker = tracker
         self._reader = ReplyReader(plan, opens_reasoning)
         self._logprobs = logprobs
         self._cancel_requested = False
@@ -176,6 +208,7 @@ class Generation:
                     yield Logprobs(_items(event.logprobs))
                 if isinstance(event, TextDelta):
                     self.tokens += event.tokens
+                    self._tracker.generated(self.tokens)
                     for parsed in self._reader.feed(event.text):
                         yield parsed
                     continue
@@ -183,12 +216,18 @@ class Generation:
                 for parsed in self._reader.finish(event.text):
                     yield parsed
                 self._done = True
-                yield _done(event, reason)
+                done = _done(event, reason)
+                self._tracker.finished(done)
+                yield done
                 return
             raise APIError(500, "the engine ended the request without a result")
+        except APIError as exc:
+            self._tracker.failed(exc.status, exc.message)
+            raise
         finally:
             if not self._done:
                 self._stream.cancel()
+                self._tracker.cancelled()  # (after a failure: already ended, nothing to do)
 
     def _finish_reason(self, event: Finished) -> FinishReason:
         if event.finish_reason == "error":

@@ -1,0 +1,134 @@
+"""The Requests window on the real engine and server: opened from the tray, it shows a request
+the ``openai`` SDK makes (live), filters, and its "Copy as curl" replays that request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any
+
+import openai
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from desktop.app import DesktopApp
+from desktop.views.requests_window import COLUMNS, RequestsWindow
+from engine.settings import load_settings
+from tests.conftest import dialogue
+
+LEFT = Qt.MouseButton.LeftButton
+
+
+def open_from_tray(qtbot: QtBot, desktop: DesktopApp) -> RequestsWindow:
+    menu = desktop.tray.menu
+    menu.aboutToShow.emit()
+    with qtbot.waitSignal(menu.open_requests):
+        next(a for a in menu.actions() if a.text() == "Requests…").trigger()
+    window = desktop.requests_window
+    assert window.isVisible()
+    area = window.screen().availableGeometry()  # the small laptop screen (conftest)
+    assert area.contains(window.frameGeometry()), (window.frameGeometry(), area)
+    return window
+
+
+def row_texts(window: RequestsWindow) -> list[dict[str, str]]:
+    """The rows as shown (after the filter), by column name."""
+    proxy = window.proxy
+    return [
+        {name: proxy.index(row, column).data() for column, name in enumerate(COLUMNS)}
+        for row in range(proxy.rowCount())
+    ]
+
+
+def test_a_live_sdk_request_shows_and_its_curl_replays_it(
+    qtbot: QtBot, desktop: DesktopApp, dialogues: dict[str, Any]
+) -> None:
+    window = open_from_tray(qtbot, desktop)
+    assert not window.keep_bodies.isChecked()
+    assert not window.copy_curl.isEnabled()
+    assert "Keep request bodies" in window.copy_curl.toolTip()
+
+    qtbot.mouseClick(window.keep_bodies, LEFT)  # saved, and applied at once
+    assert desktop.controller.monitor.keep_bodies
+    assert load_settings().keep_request_bodies is True
+    assert json.loads(desktop.controller.settings.paths.config_file.read_text()) == {
+        "keep_request_bodies": True
+    }
+
+    base_url = desktop.controller.api_base_url
+    assert base_url is not None
+    with openai.OpenAI(base_url=base_url, api_key="local", max_retries=0) as client:
+        answer = client.chat.completions.create(
+            model="sidelight-demo",
+            messages=[{"role": "user", "content": "Hello"}],
+            temperature=0,
+        )
+    reply = answer.choices[0].message.content
+    assert reply == dialogue(dialogues, "hello")["reply"]
+
+    qtbot.waitUntil(lambda: len(row_texts(window)) == 1, timeout=5000)  # the timer found it
+    [row] = row_texts(window)
+    assert row["Dialect"] == "openai"
+    assert row["Route"] == "/v1/chat/completions"
+    assert row["Model"] == "sidelight-demo"
+    assert row["Status"] == "200 ok"
+    assert answer.usage is not None
+    assert row["Prompt"] == str(answer.usage.prompt_tokens)
+    assert row["Generated"] == str(answer.usage.completion_tokens)
+    assert row["TTFT"].endswith(" ms") and float(row["Tokens/s"]) > 0
+    assert row["Client"].startswith("OpenAI/Python")
+    assert row["Error"] == ""
+
+    qtbot.keyClicks(window.filter, "no such thing")
+    assert row_texts(window) == []
+    window.filter.clear()
+    qtbot.keyClicks(window.filter, "COMPLETIONS")  # any column, any case
+    assert len(row_texts(window)) == 1
+
+    window.view.selectRow(0)
+    assert window.details.text().startswith("POST /v1/chat/completions · waited ")
+    assert window.copy_curl.isEnabled()
+    qtbot.mouseClick(window.copy_curl, LEFT)
+    command = QApplication.clipboard().text()
+    assert command.startswith("curl ") and "local" not in command  # the key is not in it
+    assert "SIDELIGHT_API_KEY" in window.summary.text()
+    replayed = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "SIDELIGHT_API_KEY": "local"},
+    )
+    assert json.loads(replayed.stdout)["choices"][0]["message"]["content"] == reply
+
+    # Off again: the kept bodies are forgotten and copying is off, with the reason.
+    qtbot.mouseClick(window.keep_bodies, LEFT)
+    assert all(e.body is None for e in desktop.controller.monitor.log.entries())
+    assert not window.copy_curl.isEnabled()
+    assert "Keep request bodies" in window.copy_curl.toolTip()
+
+
+def test_the_chat_windows_replies_are_listed_too(qtbot: QtBot, desktop: DesktopApp) -> None:
+    window = open_from_tray(qtbot, desktop)
+    chat = desktop.chat
+    with qtbot.waitSignal(chat.reply_finished, timeout=30000):
+        chat.send("Hello")
+    qtbot.waitUntil(lambda: len(row_texts(window)) == 1, timeout=5000)
+    [row] = row_texts(window)
+    assert (row["Dialect"], row["Route"], row["Client"]) == (
+        "desktop",
+        "in-process",
+        "Sidelight chat",
+    )
+    assert row["Status"] == "200 ok" and int(row["Generated"]) > 5
+    window.view.selectRow(0)
+    assert not window.copy_curl.isEnabled()  # bodies are off (and the chat has no HTTP body)
+
+
+def test_without_a_tray_the_chat_menu_opens_it(qtbot: QtBot, desktop: DesktopApp) -> None:
+    menu = desktop.chat.menu_button.menu()
+    next(a for a in menu.actions() if a.text() == "Requests…").trigger()
+    assert desktop.requests_window.isVisible()
