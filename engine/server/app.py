@@ -44,6 +44,7 @@ from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
 from engine.server.responses.routes import responses_routes
 from engine.server.responses.store import ResponseStore
+from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 from engine.store import ModelStore
 
@@ -124,6 +125,7 @@ def create_app(
         exception_handlers={
             APIError: handle_api_error,
             ClientDisconnect: handle_disconnect,
+            ClientGone: handle_disconnect,
             HTTPException: handle_http_exception,
             Exception: handle_unexpected,
         },

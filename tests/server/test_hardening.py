@@ -543,3 +543,27 @@ def test_a_client_gone_mid_body_is_no_error(server: ServerProcess) -> None:
     assert "client went away" in server.output()
     assert server.output().count("Traceback") == before, server.output()[-3000:]
     assert server.health().json()["status"] == "ready"
+
+
+def test_a_client_gone_before_a_whole_answer_is_no_error(server: ServerProcess) -> None:
+    """A non-streamed request whose client hangs up mid-generation is cancelled in the
+    engine and logged as routine, not as an unhandled server error."""
+    before = server.output().count("Traceback")
+    body = json.dumps(chat_body(max_tokens=1500, temperature=1.0, seed=1, ignore_eos=True)).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while "client went away during POST /v1/chat/completions" not in server.output():
+        assert time.monotonic() < deadline, server.output()[-3000:]
+        time.sleep(0.1)
+    assert server.output().count("Traceback") == before, server.output()[-3000:]
+    assert "unhandled error" not in server.output()
+    health = server.health().json()
+    assert health["status"] == "ready" and health["requests"]["active"] == 0
