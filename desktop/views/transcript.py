@@ -61,7 +61,7 @@ def thinking_label(seconds: float | None) -> str:
     """The thinking header: "Thinking…" while it streams, then how long it took."""
     if seconds is None:
         return "Thinking…"
-    return f"Thought for {seconds:.1f} s" if seconds < 10 else f"Thought for {seconds:.0f} s"
+    return "Thought for under a second" if seconds < 1 else f"Thought for {seconds:.0f} s"
 
 
 def render_transcript(

@@ -25,7 +25,7 @@ from desktop.views.chat_window import ChatWindow
 from engine.worker.messages import SamplingParams
 from tests.conftest import dialogue
 
-THOUGHT = re.compile(r"Thought for \d+(\.\d)? s")
+THOUGHT = re.compile(r"Thought for (under a second|\d+ s)")
 
 
 def type_and_send(qtbot: QtBot, window: ChatWindow, text: str) -> None:
