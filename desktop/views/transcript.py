@@ -172,7 +172,14 @@ def _box(cursor: QTextCursor, write: Callable[[], None]) -> None:
     frame_format.setTopMargin(3)
     frame_format.setBottomMargin(6)
     if cursor.block().length() == 1 and cursor.block().previous().isValid():
-        cursor.deletePreviousChar()  # the frame opens its own block: no empty line above
+        # The frame opens its own block: no empty line above it. Below another box the
+        # empty line cannot merge upwards, so it is flattened instead.
+        before = cursor.position()
+        cursor.deletePreviousChar()
+        if cursor.position() == before:
+            flat = QTextBlockFormat()
+            flat.setLineHeight(0, QTextBlockFormat.LineHeightTypes.FixedHeight.value)
+            cursor.setBlockFormat(flat)
     frame = cursor.insertFrame(frame_format)
     write()
     cursor.setPosition(frame.lastPosition() + 1)
