@@ -105,6 +105,35 @@ class LiveRate:
         return self.tokens / elapsed if elapsed > 0 else None
 
 
+class ThinkingClock:
+    """How long a reply thought: from its first piece of thinking to the first piece of its
+    answer, or to its end when no answer follows (a tool call, Stop).
+
+    Threading: one thread (the GUI thread) feeds and reads it.
+    """
+
+    def __init__(self) -> None:
+        self._started: float | None = None
+        self._ended: float | None = None
+
+    def add(self, delta: ReplyDelta) -> None:
+        if delta.thinking and self._started is None:
+            self._started = time.monotonic()
+        if delta.text:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._started is not None and self._ended is None:
+            self._ended = time.monotonic()
+
+    @property
+    def seconds(self) -> float | None:
+        """The thinking time once thinking has ended; None before (or with no thinking)."""
+        if self._started is None or self._ended is None:
+            return None
+        return self._ended - self._started
+
+
 class ReplyJob:
     """One streamed reply.
 

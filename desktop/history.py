@@ -5,7 +5,9 @@ window saves on the GUI thread after each reply without a noticeable pause.
 
 A message is a plain JSON object (:class:`ChatMessage`). Beside its text it carries state the
 window shows but never sends to the model: who answered, whether the reply was stopped,
-whether the model refused the message, whether the person dropped it from the context.
+whether the model refused the message, whether the person dropped it from the context. A
+reply's thinking and tool calls are kept apart from its text: the model gets them back the
+way the pipeline takes them (``reasoning_content``, ``tool_calls``), never inside the text.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ Role = Literal["user", "assistant", "error"]
 _ROLES: tuple[Role, ...] = ("user", "assistant", "error")
 
 
+class ToolCallRecord(TypedDict):
+    """A tool call the model made: ``arguments`` is the JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class ChatMessage(TypedDict):
     """One entry of a conversation. ``error`` entries are shown only, never sent."""
 
@@ -37,6 +47,9 @@ class ChatMessage(TypedDict):
     stopped: NotRequired[bool]  # assistant: the person stopped the reply
     failed: NotRequired[bool]  # user: the model refused it, so it is not part of the chat
     dropped: NotRequired[bool]  # dropped from the context: shown, no longer sent
+    thinking: NotRequired[str]  # assistant: a reasoning model's thinking before the answer
+    thinking_seconds: NotRequired[float]  # assistant: how long it thought
+    calls: NotRequired[list[ToolCallRecord]]  # assistant: the tools it called
 
 
 def sent_to_model(message: ChatMessage) -> bool:
@@ -77,9 +90,7 @@ class Conversation:
         turns: list[dict[str, Any]] = []
         if self.system_prompt.strip():
             turns.append({"role": "system", "content": self.system_prompt.strip()})
-        turns.extend(
-            {"role": m["role"], "content": m["content"]} for m in self.messages if sent_to_model(m)
-        )
+        turns.extend(_engine_turn(m) for m in self.messages if sent_to_model(m))
         return turns
 
     def take_failed(self) -> str | None:
@@ -122,6 +133,24 @@ class Conversation:
         )
 
 
+def _engine_turn(message: ChatMessage) -> dict[str, Any]:
+    """One turn as the pipeline takes it. Thinking goes as ``reasoning_content`` and the
+    chat template decides: Qwen3's and DeepSeek's leave past thinking out of the prompt."""
+    turn: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+    if message.get("thinking"):
+        turn["reasoning_content"] = message["thinking"]
+    if message.get("calls"):
+        turn["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in message["calls"]
+        ]
+    return turn
+
+
 def _message(data: dict[str, Any]) -> ChatMessage:
     role = str(data["role"])
     if role not in _ROLES:
@@ -132,7 +161,19 @@ def _message(data: dict[str, Any]) -> ChatMessage:
     for flag in ("stopped", "failed", "dropped"):
         if data.get(flag):
             message[flag] = True
+    if data.get("thinking"):
+        message["thinking"] = str(data["thinking"])
+    if data.get("thinking_seconds") is not None:
+        message["thinking_seconds"] = float(data["thinking_seconds"])
+    if data.get("calls"):
+        message["calls"] = [_call(c) for c in data["calls"]]
     return message
+
+
+def _call(data: dict[str, Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=str(data.get("id", "")), name=str(data["name"]), arguments=str(data.get("arguments", ""))
+    )
 
 
 class ChatHistory:

@@ -5,7 +5,8 @@
 Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
 engine on the demo model, in a fresh Sidelight home. It right-clicks the tray icon with
 xdotool and grabs the open menu, sends two messages in the chat window and grabs it while the
-second reply streams, then opens the model manager. Pictures are taken with ImageMagick's
+second reply streams, asks the demo model its thinking question and opens the thinking with a
+click, then opens the model manager. Pictures are taken with ImageMagick's
 ``import -window root`` and cropped to the interesting part.
 
 Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick libxcb-icccm4
@@ -80,6 +81,7 @@ class Tour:
         yield from self.wait_until_ready()
         yield from self.tray_menu()
         yield from self.chat_mid_reply()
+        yield from self.chat_thinking()
         yield from self.model_manager()
 
     def wait_until_ready(self) -> Iterator[Step]:
@@ -142,6 +144,29 @@ class Tour:
         yield (lambda: not window.busy, 30)
         if not captured:
             self.failures.append("the reply finished before it could be captured")
+        window.hide()
+
+    def chat_thinking(self) -> Iterator[Step]:
+        """A reply with thinking: click its "Thought for" header open, grab."""
+        window = self.desktop.chat
+        window.new_chat()
+        window.move(24, 48)
+        window.resize(600, 360)
+        window.show_and_raise()
+        window.send("Think first: what is 2+2?")  # the demo model's thinking dialogue
+        yield (lambda: not window.busy and window.last_stats is not None, 30)
+        view = window.transcript
+        header = view.document().find("Thought for")
+        if header.isNull():
+            self.failures.append("the reply shows no thinking header")
+            return
+        header.setPosition(header.selectionStart() + 3)
+        point = view.viewport().mapToGlobal(view.cursorRect(header).center())
+        subprocess.Popen(["xdotool", "mousemove", str(point.x()), str(point.y()), "click", "1"])
+        yield (lambda: "2 plus 2 is 4." in view.toPlainText(), 10)
+        subprocess.Popen(["xdotool", "mousemove", "900", "600"])  # the pointer out of the way
+        yield (after(0.6), 2)
+        grab(self.out / "chat-thinking.png", *region(window, margin=0))
         window.hide()
 
     def model_manager(self) -> Iterator[Step]:

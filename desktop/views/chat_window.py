@@ -23,7 +23,6 @@ from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
-    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -34,7 +33,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSplitter,
-    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -47,17 +45,24 @@ from desktop.chat import (
     ReplyDone,
     ReplyJob,
     ReplyStats,
+    ThinkingClock,
     error_text,
 )
 from desktop.controller import Controller
-from desktop.history import ChatHistory, ChatMessage, Conversation, sent_to_model
+from desktop.history import (
+    ChatHistory,
+    ChatMessage,
+    Conversation,
+    ToolCallRecord,
+    sent_to_model,
+)
 from desktop.icons import icon
 from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.chat_list import ChatList
 from desktop.views.notice import NoticeAction, NoticeBar
 from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
-from desktop.views.transcript import Pending, render_transcript
+from desktop.views.transcript import Pending, TranscriptView
 from engine.parsing import ToolCall
 from engine.server.errors import APIError
 
@@ -94,8 +99,9 @@ class PromptEdit(QPlainTextEdit):
 class ChatWindow(QWidget):
     """The chat. ``reply_finished`` carries the :class:`ReplyStats` of each reply (``None``
     when it failed before starting). A reasoning model's thinking arrives apart from the
-    answer (``thinking_received``, :attr:`reply_thinking`), tool calls as calls
-    (``tool_calls_received``, :attr:`reply_calls`); showing them is for a later change.
+    answer (``thinking_received``, :attr:`reply_thinking`) and shows in its own section
+    above it; tool calls arrive as calls (``tool_calls_received``, :attr:`reply_calls`) and
+    show as such. Both are kept in the history, never in the reply's text.
 
     ``escape_hides``: Esc (when no reply runs) hides the window; the app turns it off when
     there is no tray icon to bring it back, and Esc then minimizes. ``closed`` fires when the
@@ -133,6 +139,7 @@ class ChatWindow(QWidget):
         self._pending: str | None = None
         self._pending_model = "Assistant"
         self._rate: LiveRate | None = None
+        self._clock = ThinkingClock()
         self._finished: ReplyDone | None = None
         self._refusal: tuple[str, str | None] | None = None  # message, code
         self._dropping = False  # "drop the oldest turns" retries until the message fits
@@ -162,8 +169,7 @@ class ChatWindow(QWidget):
         self.system_prompt = QLineEdit()
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.textEdited.connect(self._on_system_prompt)
-        self.transcript = QTextBrowser()
-        self.transcript.setOpenExternalLinks(True)
+        self.transcript = TranscriptView()
         self.chat_list = ChatList(self.history)
         self.chat_list.picked.connect(self.open_conversation)
         self.chat_list.renamed.connect(self._on_renamed)
@@ -339,7 +345,7 @@ class ChatWindow(QWidget):
         self._pending, self._finished, self._refusal = "", None, None
         self._pending_model = self.controller.active_model_id or "Assistant"
         self.reply_thinking, self.reply_calls = "", ()
-        self._rate = LiveRate()
+        self._rate, self._clock = LiveRate(), ThinkingClock()
         self.chunks_received = 0
         self._sync_send_button()
         self.status_strip.set_generating(True)
@@ -359,6 +365,7 @@ class ChatWindow(QWidget):
         if isinstance(event, ReplyDelta):
             self.chunks_received += 1
             self._pending = (self._pending or "") + event.text
+            self._clock.add(event)
             if event.thinking:
                 self.reply_thinking += event.thinking
                 self.thinking_received.emit(event.thinking)
@@ -368,6 +375,7 @@ class ChatWindow(QWidget):
             if not self._render_timer.isActive():
                 self._render_timer.start()
         elif isinstance(event, ReplyDone):
+            self._clock.stop()
             self._finished = event
             self.reply_calls = event.calls
             if event.calls:
@@ -391,6 +399,14 @@ class ChatWindow(QWidget):
             reply = ChatMessage(role="assistant", content=text, model=self._pending_model)
             if finished.stats.finish_reason == "cancelled":
                 reply["stopped"] = True
+            if finished.thinking:
+                reply["thinking"] = finished.thinking
+                reply["thinking_seconds"] = round(self._clock.seconds or 0.0, 2)
+            if finished.calls:
+                reply["calls"] = [
+                    ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments)
+                    for c in finished.calls
+                ]
             self.conversation.messages.append(reply)
             self.conversation.model = self._pending_model
             stats = finished.stats
@@ -414,29 +430,25 @@ class ChatWindow(QWidget):
 
     @property
     def last_reply(self) -> str | None:
-        """The last assistant message of this conversation (without any marker)."""
+        """The last assistant message of this conversation: its answer alone (no thinking,
+        no tool calls, no marker)."""
         for message in reversed(self.conversation.messages):
             if message["role"] == "assistant":
                 return message["content"]
         return None
 
     def _render(self, *, to_end: bool = False) -> None:
-        bar = self.transcript.verticalScrollBar()
-        at_bottom = to_end or bar.value() >= bar.maximum() - 4
-        pending = Pending(self._pending, self._pending_model) if self._pending is not None else None
-        render_transcript(
-            self.transcript.document(),
+        pending = None
+        if self._pending is not None:
+            pending = Pending(
+                self._pending, self._pending_model, self.reply_thinking, self._clock.seconds
+            )
+        self.transcript.show_conversation(
             self.conversation.messages,
             pending,
             fallback_model=self.conversation.model or "Assistant",
+            to_end=to_end,
         )
-        if at_bottom:
-            self._scroll_to_end()
-
-    def _scroll_to_end(self) -> None:
-        self.transcript.moveCursor(QTextCursor.MoveOperation.End)
-        bar = self.transcript.verticalScrollBar()
-        bar.setValue(bar.maximum())
 
     # ---- a refused message -------------------------------------------------------------
 
@@ -479,7 +491,7 @@ class ChatWindow(QWidget):
             retry = NoticeAction("Try again", self.retry_failed, "Send the message again")
             self.notice.show_notice(f"The model did not answer: {message}", [retry, edit, remove])
         # The notice takes room from the transcript: keep the refused message in view.
-        QTimer.singleShot(0, self._scroll_to_end)
+        QTimer.singleShot(0, self.transcript.scroll_to_end)
         return False
 
     def drop_oldest_and_retry(self) -> None:
@@ -548,6 +560,7 @@ class ChatWindow(QWidget):
 
     def _show(self, conversation: Conversation) -> None:
         self.conversation = conversation
+        self.transcript.forget_toggles()
         self.last_stats = None
         self.notice.dismiss()
         self.status_strip.reset_reply()

@@ -1,40 +1,67 @@
-"""The chat transcript, written into a ``QTextDocument``.
+"""The chat transcript, written into a ``QTextDocument`` and shown by :class:`TranscriptView`.
 
 Replies are Markdown (code blocks stay code blocks); what the person typed is plain text with
 its line breaks kept, never Markdown. Markers the window adds (*stopped*, *not sent*, the
 dropped part) are formatting around the text, so they never end up in a copied or resent reply.
+
+A reasoning model's thinking is a shaded box above its answer, behind a header link
+("Thinking…" while it streams, then "Thought for N s") that opens and closes it; a tool call
+is a box with the function's name and its arguments, pretty-printed.
 
 Threading: GUI thread only.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
+from PySide6.QtCore import QUrl
 from PySide6.QtGui import (
     QColor,
+    QDesktopServices,
     QFont,
+    QFontDatabase,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextFormat,
+    QTextFrameFormat,
 )
+from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from desktop.history import ChatMessage
+from desktop.history import ChatMessage, ToolCallRecord
 
 CODE_BACKGROUND = QColor("#eef1f5")
 DIM = QColor("#8a8f98")
 ERROR = QColor("#c93434")
+THINKING_TEXT = QColor("#5f6670")
+# Grey with alpha: shading that reads on a light or a dark background alike.
+BOX_BACKGROUND = QColor(128, 128, 128, 24)
+BOX_BORDER = QColor(128, 128, 128, 90)
 DROPPED_NOTE = "Turns above are no longer sent to the model (dropped from the context)"
+THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
+_OPEN, _CLOSED = "▾", "▸"
 
 
 @dataclass(frozen=True)
 class Pending:
-    """A reply still streaming: its text so far and the model writing it."""
+    """A reply still streaming: its text so far, the model writing it and its thinking
+    (``thinking_seconds`` is None while the model still thinks)."""
 
     text: str
     model: str
+    thinking: str = ""
+    thinking_seconds: float | None = None
+
+
+def thinking_label(seconds: float | None) -> str:
+    """The thinking header: "Thinking…" while it streams, then how long it took."""
+    if seconds is None:
+        return "Thinking…"
+    return "Thought for under a second" if seconds < 1 else f"Thought for {seconds:.0f} s"
 
 
 def render_transcript(
@@ -43,17 +70,20 @@ def render_transcript(
     pending: Pending | None = None,
     *,
     fallback_model: str = "Assistant",
+    open_thinking: Container[int] = (),
 ) -> None:
     """Replace ``document``'s content with the conversation.
 
     ``fallback_model`` names replies saved before each reply kept its own model.
+    ``open_thinking`` holds the indexes of the replies whose thinking is shown (the pending
+    reply's index is ``len(messages)``); the others show only the thinking's header.
     """
     document.clear()
     cursor = QTextCursor(document)
     cursor.beginEditBlock()
     first = True
     was_dropped = False
-    for message in messages:
+    for index, message in enumerate(messages):
         dropped = message.get("dropped", False)
         if not first:
             _rule(cursor)
@@ -62,19 +92,26 @@ def render_transcript(
             _rule(cursor)
         first, was_dropped = False, dropped
         start = cursor.position()
-        _message(cursor, message, fallback_model)
+        _message(cursor, message, fallback_model, index in open_thinking, index)
         if dropped:
             _dim(cursor, start)
     if pending is not None:
         if not first:
             _rule(cursor)
         _header(cursor, pending.model)
-        _markdown(cursor, pending.text or "…")
+        if pending.thinking:
+            label = thinking_label(pending.thinking_seconds)
+            key = len(messages)
+            _thinking(cursor, pending.thinking, label, key in open_thinking, key)
+        if pending.text or not pending.thinking:
+            _markdown(cursor, pending.text or "…")
     cursor.endEditBlock()
     _shade_code_blocks(document)
 
 
-def _message(cursor: QTextCursor, message: ChatMessage, fallback_model: str) -> None:
+def _message(
+    cursor: QTextCursor, message: ChatMessage, fallback_model: str, thinking_open: bool, index: int
+) -> None:
     role, text = message["role"], message["content"]
     if role == "error":
         _text(cursor, f"Error: {text}", colour=ERROR)
@@ -83,9 +120,77 @@ def _message(cursor: QTextCursor, message: ChatMessage, fallback_model: str) -> 
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)
-        _markdown(cursor, text)
+        thinking, calls = message.get("thinking", ""), message.get("calls", [])
+        if thinking:
+            label = thinking_label(message.get("thinking_seconds", 0.0))
+            _thinking(cursor, thinking, label, thinking_open, index)
+        answer = bool(text) or not (thinking or calls)
+        if answer:
+            _markdown(cursor, text)
+        for call in calls:
+            _tool_call(cursor, call)
         if message.get("stopped", False):
-            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=not text)
+            # After a thinking header or a box, the cursor already stands on a new line.
+            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+
+
+def _thinking(cursor: QTextCursor, text: str, label: str, is_open: bool, index: int) -> None:
+    """The thinking's header link and, when open, the thinking in a shaded box."""
+    link = _char(colour=DIM)
+    link.setAnchor(True)
+    link.setAnchorHref(f"{THINKING_SCHEME}:{index}")
+    link.setToolTip("Hide the thinking" if is_open else "Show the thinking")
+    cursor.insertText(f"{_OPEN if is_open else _CLOSED} {label}", link)
+    if is_open:
+        start = cursor.position()
+        _box(cursor, lambda: _markdown(cursor, text))
+        _dim(cursor, start, THINKING_TEXT)
+    else:
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+
+def _tool_call(cursor: QTextCursor, call: ToolCallRecord) -> None:
+    """A box naming the function, with its arguments as indented JSON."""
+
+    def write() -> None:
+        cursor.insertText("Tool call  ", _char(colour=DIM))
+        cursor.insertText(call["name"], _char(bold=True, fixed=True))
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        cursor.insertText(_pretty_arguments(call["arguments"]), _char(fixed=True))
+
+    _box(cursor, write)
+
+
+def _box(cursor: QTextCursor, write: Callable[[], None]) -> None:
+    """Run ``write`` inside a shaded, bordered frame; the cursor ends below the frame."""
+    frame_format = QTextFrameFormat()
+    frame_format.setBackground(BOX_BACKGROUND)
+    frame_format.setBorder(1)
+    frame_format.setBorderBrush(BOX_BORDER)
+    frame_format.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+    frame_format.setPadding(6)
+    frame_format.setTopMargin(3)
+    frame_format.setBottomMargin(6)
+    if cursor.block().length() == 1 and cursor.block().previous().isValid():
+        # The frame opens its own block: no empty line above it. Below another box the
+        # empty line cannot merge upwards, so it is flattened instead.
+        before = cursor.position()
+        cursor.deletePreviousChar()
+        if cursor.position() == before:
+            flat = QTextBlockFormat()
+            flat.setLineHeight(0, QTextBlockFormat.LineHeightTypes.FixedHeight.value)
+            cursor.setBlockFormat(flat)
+    frame = cursor.insertFrame(frame_format)
+    write()
+    cursor.setPosition(frame.lastPosition() + 1)
+
+
+def _pretty_arguments(arguments: str) -> str:
+    """The arguments as indented JSON, or as the model wrote them when they are not JSON."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return arguments
 
 
 def _header(cursor: QTextCursor, who: str, note: str | None = None) -> None:
@@ -124,26 +229,38 @@ def _rule(cursor: QTextCursor) -> None:
     """A horizontal line between messages (what Markdown's ``---`` gives)."""
     rule = QTextBlockFormat()
     rule.setProperty(QTextFormat.Property.BlockTrailingHorizontalRulerWidth, 1)
-    cursor.insertBlock(rule, QTextCharFormat())
+    if cursor.block().length() == 1 and cursor.block().previous().isValid():
+        cursor.setBlockFormat(rule)  # the empty line below a box takes the rule
+    else:
+        cursor.insertBlock(rule, QTextCharFormat())
     after = QTextBlockFormat()
     after.setTopMargin(4)
     cursor.insertBlock(after, QTextCharFormat())
 
 
-def _dim(cursor: QTextCursor, start: int) -> None:
-    """Grey out what was written since ``start`` (a dropped turn)."""
+def _dim(cursor: QTextCursor, start: int, colour: QColor = DIM) -> None:
+    """Grey out what was written since ``start`` (a dropped turn, thinking)."""
     selection = QTextCursor(cursor)
     selection.setPosition(start)
     selection.setPosition(cursor.position(), QTextCursor.MoveMode.KeepAnchor)
-    selection.mergeCharFormat(_char(colour=DIM))
+    selection.mergeCharFormat(_char(colour=colour))
 
 
-def _char(*, colour: QColor | None = None, italic: bool = False) -> QTextCharFormat:
+def _char(
+    *, colour: QColor | None = None, italic: bool = False, bold: bool = False, fixed: bool = False
+) -> QTextCharFormat:
     char = QTextCharFormat()
     if colour is not None:
         char.setForeground(colour)
     if italic:
         char.setFontItalic(True)
+    if bold:
+        char.setFontWeight(QFont.Weight.Bold)
+    if fixed:
+        char.setFontFamilies(
+            [QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()]
+        )
+        char.setFontFixedPitch(True)
     return char
 
 
@@ -162,3 +279,79 @@ def _closed_fences(text: str) -> str:
     """Close a code fence that is still streaming so the rest does not render as code."""
     fences = sum(1 for line in text.splitlines() if line.lstrip().startswith("```"))
     return text + "\n```" if fences % 2 else text
+
+
+class TranscriptView(QTextBrowser):
+    """The transcript widget: shows a conversation and opens or closes a reply's thinking
+    when its header is clicked (a streaming reply's thinking is open until its answer
+    starts; then closed, unless the person opened or closed it). Other links in replies open
+    in the browser.
+
+    Threading: GUI thread only.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)  # links are handled here: thinking headers, web pages
+        self.anchorClicked.connect(self._on_anchor)
+        self._messages: list[ChatMessage] = []
+        self._pending: Pending | None = None
+        self._fallback_model = "Assistant"
+        self._toggled: dict[int, bool] = {}  # reply index -> open, as the person left it
+
+    def show_conversation(
+        self,
+        messages: list[ChatMessage],
+        pending: Pending | None,
+        *,
+        fallback_model: str,
+        to_end: bool = False,
+    ) -> None:
+        """Render the conversation; stay at the bottom if it was there (or ``to_end``)."""
+        bar = self.verticalScrollBar()
+        at_bottom = to_end or bar.value() >= bar.maximum() - 4
+        self._messages, self._pending, self._fallback_model = messages, pending, fallback_model
+        self._render()
+        if at_bottom:
+            self.scroll_to_end()
+
+    def forget_toggles(self) -> None:
+        """Another conversation is shown: every thinking section starts closed."""
+        self._toggled.clear()
+
+    def thinking_is_open(self, index: int) -> bool:
+        pending = self._pending
+        still_thinking = (
+            pending is not None
+            and index == len(self._messages)
+            and pending.thinking_seconds is None
+        )
+        return self._toggled.get(index, still_thinking)
+
+    def toggle_thinking(self, index: int) -> None:
+        self._toggled[index] = not self.thinking_is_open(index)
+        bar = self.verticalScrollBar()
+        keep = bar.value()
+        self._render()
+        bar.setValue(keep)
+
+    def scroll_to_end(self) -> None:
+        self.moveCursor(QTextCursor.MoveOperation.End)
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _render(self) -> None:
+        count = len(self._messages) + 1  # the pending reply's index is len(messages)
+        render_transcript(
+            self.document(),
+            self._messages,
+            self._pending,
+            fallback_model=self._fallback_model,
+            open_thinking={i for i in range(count) if self.thinking_is_open(i)},
+        )
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() == THINKING_SCHEME and url.path().isdigit():
+            self.toggle_thinking(int(url.path()))
+        elif url.scheme() in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)

@@ -1,19 +1,23 @@
 """The chat goes through the request pipeline: a reasoning model's thinking arrives apart from
 the answer (never as raw ``<think>`` tags), tool calls as calls, Stop as ``cancelled``.
 
-The tiny demo model never thinks, so these replies come from the scripted fake engine (it
-stands in for the worker only in unit tests); the real-engine chat tests are in
-test_chat_window.py.
+These replies come from the scripted fake engine (it stands in for the worker only in unit
+tests), which can hold a reply mid-stream; the real-engine tests of thinking and tool calls
+in the window are in test_chat_thinking.py.
 """
 
 from __future__ import annotations
 
+import re
+
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
 from desktop.chat import ChatOptions, ReplyDelta, ReplyDone, ReplyJob
 from engine.server.errors import APIError
 from engine.server.pipeline import Pipeline
+from tests.desktop.test_chat_thinking import boxes, click_text
 from tests.server.fake_engine import FakeEngine
 
 REASONING_TEMPLATE = "{% if enable_thinking %}<think>{% endif %}{{ messages }}"
@@ -99,3 +103,47 @@ def test_the_window_shows_the_answer_and_keeps_the_thinking_apart(
     assert window.reply_thinking == "Greet them." and "".join(thoughts) == "Greet them."
     transcript = window.transcript.toPlainText()
     assert "Hello there." in transcript and "think>" not in transcript
+
+
+def test_thinking_shows_live_then_closes_when_the_answer_starts(
+    qtbot: QtBot, desktop: DesktopApp
+) -> None:
+    controller = desktop.controller
+    engine = FakeEngine(model=controller.status.model, chat_template=REASONING_TEMPLATE)
+    engine.script("<think>Greet them.", " Kindly.</think>", "Hello", " there.", hold_after=1)
+    engine.script("<think>Greet them.</think>", "Hello", " there.", hold_after=2)
+    controller.pipeline = Pipeline(engine)
+    window = desktop.chat
+    window.show()
+    view = window.transcript
+
+    # While it thinks: "Thinking…", the thinking open in its box.
+    with qtbot.waitSignal(window.reply_finished, timeout=10000) as finished:
+        window.send("Hello")
+        qtbot.waitUntil(lambda: boxes(view) == ["Greet them."], timeout=5000)
+        assert "▾ Thinking…" in view.toPlainText()
+        click_text(qtbot, view, "Thinking…")  # the person may close it meanwhile
+        assert boxes(view) == [] and "▸ Thinking…" in view.toPlainText()
+        click_text(qtbot, view, "Thinking…")
+        assert boxes(view) == ["Greet them."]
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)  # Stop
+
+    # Stopped mid-thought: the thinking is kept, its header says for how long.
+    assert finished.args[0].finish_reason == "cancelled"
+    assert "▾ Thought for" in view.toPlainText() and boxes(view) == ["Greet them."]
+    assert "(stopped)" in view.toPlainText()
+    stopped = window.conversation.messages[-1]
+    assert (stopped["content"], stopped.get("thinking"), stopped.get("stopped")) == (
+        "",
+        "Greet them.",
+        True,
+    )
+
+    # Once the answer starts, the thinking closes while the answer streams on.
+    with qtbot.waitSignal(window.reply_finished, timeout=10000):
+        window.send("Hello again")
+        answer_started = re.compile(r"▸ Thought for under a second\nHello$")
+        qtbot.waitUntil(lambda: bool(answer_started.search(view.toPlainText())), timeout=5000)
+        assert boxes(view) == ["Greet them."]  # only the first reply's, left open
+        window.stop()
+    assert window.conversation.messages[-1]["content"] == "Hello"
