@@ -189,6 +189,10 @@ JS_CLIENTS = (
 def _ensure_js_clients() -> None:
     """``npm ci`` in each of :data:`JS_CLIENTS` when Node.js is present."""
     npm, node = shutil.which("npm"), shutil.which("node")
+    if (npm is None or node is None) and apt_install(
+        ["nodejs", "npm"], say, "installing Node.js and npm (the JS clients and agent CLIs)"
+    ):
+        npm, node = shutil.which("npm"), shutil.which("node")
     if npm is None or node is None:
         names = " and ".join(what for _, what, _ in JS_CLIENTS)
         say(f"node not found: the tests of {names} will be skipped")
@@ -220,6 +224,8 @@ def test(args: list[str]) -> int:
     _require_qt_libs()
     _ensure_env("convert", CONVERT_VENV)
     _ensure_js_clients()
+    if shutil.which("curl") is None:  # tests run `curl -d`, as Ollama's docs do
+        apt_install(["curl"], say)
     steps = [
         ("ruff", [str(BIN / "ruff"), "check", "."]),
         ("ruff format", [str(BIN / "ruff"), "format", "--check", "."]),
