@@ -35,6 +35,7 @@ from engine.server.errors import (
 )
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
+from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
 from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
@@ -72,6 +73,7 @@ def create_app(
         *lmstudio_routes(pipeline.models),
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
         *anthropic_routes(pipeline),
+        *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
