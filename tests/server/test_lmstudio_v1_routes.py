@@ -92,6 +92,12 @@ def stream(http: TestClient, **fields: Any) -> list[tuple[str, Any]]:
     return events
 
 
+def messages_of(engine: FakeEngine, index: int) -> list[dict[str, Any]]:
+    messages = engine.submitted[index].messages
+    assert messages is not None
+    return messages
+
+
 def error_of(response: Any, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     body = response.json()
@@ -245,8 +251,9 @@ def test_a_stored_chat_continues_and_a_new_system_prompt_replaces_the_old(
         system_prompt="Be terse.",
         stream=False,
     )
-    assert engine.submitted[2].messages[0] == {"role": "system", "content": "Be terse."}
-    assert engine.submitted[2].messages[1:3] == engine.submitted[1].messages[1:3]
+    branched, continued = messages_of(engine, 2), messages_of(engine, 1)
+    assert branched[0] == {"role": "system", "content": "Be terse."}
+    assert branched[1:3] == continued[1:3]
 
 
 def test_a_streamed_chat_is_stored_too_and_keeps_its_reasoning(
@@ -255,7 +262,7 @@ def test_a_streamed_chat_is_stored_too_and_keeps_its_reasoning(
     engine.script("<think>Hm.</think>", "Yes.")
     result = stream(http)[-1][1]["result"]
     chat(http, input="Again", previous_response_id=result["response_id"])
-    assert engine.submitted[1].messages[1] == {
+    assert messages_of(engine, 1)[1] == {
         "role": "assistant",
         "content": "Yes.",
         "reasoning_content": "Hm.",
