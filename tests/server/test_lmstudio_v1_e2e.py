@@ -50,7 +50,7 @@ def stream(http: httpx.Client, **fields: Any) -> list[tuple[str, dict[str, Any]]
     body = {"model": MODEL, "stream": True, **fields}
     with http.stream("POST", "/api/v1/chat", json=body) as response:
         assert response.status_code == 200
-        name = None
+        name = ""
         for line in response.iter_lines():
             if line.startswith("event: "):
                 name = line.removeprefix("event: ")
