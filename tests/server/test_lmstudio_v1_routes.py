@@ -428,6 +428,13 @@ def test_downloads_are_not_implemented(http: TestClient) -> None:
         assert error["type"] == "not_implemented" and "sidelight pull" in error["message"]
 
 
+def test_wrong_methods_and_paths_answer_in_lm_studio_shape(http: TestClient) -> None:
+    error = error_of(http.get("/api/v1/chat"), 405)
+    assert error["message"] == "method GET is not allowed on /api/v1/chat"
+    error = error_of(http.post("/api/v1/nothing", json={}), 404)
+    assert error["message"] == "no route for POST /api/v1/nothing"
+
+
 def test_middleware_refusals_use_each_api_shape(engine: FakeEngine, tmp_path: Path) -> None:
     with TestClient(build_app(engine, tmp_path, api_key="secret")) as http:
         error = error_of(http.get("/api/v1/models"), 401)

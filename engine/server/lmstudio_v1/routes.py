@@ -40,6 +40,7 @@ from engine.server.streaming import ClientGone, EventStreamResponse, unless_disc
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
+_ANY_METHOD = ["GET", "POST", "PUT", "DELETE", "PATCH"]
 
 
 class ChatPipeline(ModelLoader, Protocol):
@@ -64,7 +65,20 @@ def lmstudio_v1_routes(
         ("/api/v1/models/download/status", models.download, "GET"),
         ("/api/v1/models/download/status/{job_id}", models.download, "GET"),
     ]
-    return [Route(path, _v1_errors(handler), methods=[m]) for path, handler, m in routes]
+    known = {path for path, _, _ in routes}
+
+    async def no_route(request: Request) -> Response:
+        # Matched only when no route above took the request: a wrong method or path.
+        path = "/api/v1/" + request.path_params["rest"]
+        if path in known:
+            raise APIError(405, f"method {request.method} is not allowed on {path}")
+        raise APIError(404, f"no route for {request.method} {path}")
+
+    return [
+        *(Route(path, _v1_errors(handler), methods=[m]) for path, handler, m in routes),
+        # Last: keeps other /api/v1 paths from Ollama's /api catch-all and its error shape.
+        Route("/api/v1/{rest:path}", _v1_errors(no_route), methods=_ANY_METHOD),
+    ]
 
 
 class ChatServing:
