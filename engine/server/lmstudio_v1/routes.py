@@ -8,7 +8,8 @@ client learns the reply is complete, and its ``response_id`` continues it throug
 model is a 404, a prompt over the context a 400), is answered in LM Studio's shape
 (:func:`protocol.error_body`).
 
-Register these before the Ollama routes, whose last route catches every other ``/api`` path.
+Register these before the Ollama routes, whose last route catches every other ``/api`` path;
+the last route here answers other ``/api/v1`` paths (404) and methods (405) in this shape.
 
 Runs on the server's event loop; the store's file work goes to a thread.
 """
