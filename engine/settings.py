@@ -76,6 +76,11 @@ class Paths:
         """Stored OpenAI Responses (``store: true``), one JSON file each."""
         return self.data_dir / "responses"
 
+    @property
+    def lmstudio_chats_dir(self) -> Path:
+        """Stored LM Studio ``/api/v1/chat`` conversations (``store: true``), one file each."""
+        return self.data_dir / "lmstudio-chats"
+
     def ensure(self) -> None:
         for folder in (self.config_dir, self.models_dir, self.cache_dir, self.log_dir):
             folder.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from engine.server.errors import (
 )
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
+from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
 from engine.server.monitor import RequestMonitor
 from engine.server.monitor.middleware import MonitorMiddleware
 from engine.server.monitor.routes import monitor_routes
@@ -84,6 +85,7 @@ def create_app(
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
         *anthropic_routes(pipeline),
         *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
+        *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 

@@ -3,7 +3,8 @@
 Routes raise :class:`APIError`; the app's exception handlers turn it (and anything
 unexpected) into that body. No traceback ever leaves the server: unexpected errors are
 logged in full and answered with a short message. Paths of Anthropic's Messages API
-(``/v1/messages...``) answer in Anthropic's shape instead, whoever refuses the request.
+(``/v1/messages...``) and of LM Studio's REST API v1 (``/api/v1/...``) answer in their own
+shapes instead, whoever refuses the request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from engine.server.anthropic.protocol import error_body as anthropic_error_body
+from engine.server.lmstudio_v1.protocol import error_body as lmstudio_v1_error_body
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,10 @@ def _is_anthropic_path(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
+def _is_lmstudio_v1_path(path: str) -> bool:
+    return path.startswith("/api/v1/")
+
+
 def _response(
     path: str,
     status: int,
@@ -100,6 +106,9 @@ def _response(
     if _is_anthropic_path(path):
         body = anthropic_error_body(status, message)
         return JSONResponse(body, status_code=status, headers=headers)
+    if _is_lmstudio_v1_path(path):
+        body = lmstudio_v1_error_body(status, message, param=param, code=code)
+        return JSONResponse(body, status_code=status, headers=headers)
     return error_response(status, message, param=param, code=code, headers=headers)
 
 
@@ -108,11 +117,12 @@ def refusal(
 ) -> JSONResponse:
     """A middleware's refusal, in the error shape of the API the path belongs to.
 
-    Ollama's and LM Studio's clients (paths under ``/api``, and Ollama's ``/``) show
-    ``{"error": "..."}`` as is; Anthropic's paths get its shape; everything else OpenAI's.
+    Ollama's and LM Studio v0's clients (paths under ``/api``, and Ollama's ``/``) show
+    ``{"error": "..."}`` as is; Anthropic's and LM Studio v1's paths get their shapes;
+    everything else OpenAI's.
     """
     path = str(scope.get("path", ""))
-    if path in {"/", "/api"} or path.startswith("/api/"):
+    if path in {"/", "/api"} or (path.startswith("/api/") and not _is_lmstudio_v1_path(path)):
         return JSONResponse({"error": message}, status_code=status, headers=headers)
     return _response(path, status, message, code=code, headers=headers)
 

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from engine.client import ERROR, LOADING, READY, EngineStatus, EngineUnavailable, RequestFailed
+from engine.client import (
+    ERROR,
+    IDLE,
+    LOADING,
+    READY,
+    EngineStatus,
+    EngineUnavailable,
+    RequestFailed,
+)
 from engine.models import ModelSpec
 from engine.worker.messages import (
     Finished,
@@ -93,6 +101,10 @@ class FakeEngine:
         self.loads.append(spec)
         self.model = spec
         self.state = {"ready": READY, "slow": LOADING, "error": ERROR}[self.load_outcome]
+
+    def unload(self) -> None:
+        self.model = None
+        self.state = IDLE
 
     def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
         return self.status()  # a fake load has finished (or never will)

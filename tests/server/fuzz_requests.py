@@ -616,6 +616,56 @@ def ollama_show(m: Models) -> Strategy:
     )
 
 
+def lmstudio_chat(m: Models) -> Strategy:
+    item = st.fixed_dictionaries(
+        {"type": mostly(st.sampled_from(["message", "text", "image", "file"]))},
+        optional={"content": mostly(texts), "data_url": mostly(texts)},
+    )
+    return st.fixed_dictionaries(
+        {
+            "model": model_names(m.chat, m),
+            "input": mostly(st.one_of(texts, st.lists(item, max_size=3))),
+            "max_output_tokens": mostly(small_int()),
+        },
+        optional={
+            "system_prompt": mostly(texts),
+            "stream": mostly(st.booleans()),
+            "store": mostly(st.booleans()),
+            "previous_response_id": mostly(
+                st.one_of(texts, st.just("resp_" + "0" * 48), st.just("resp_../../etc/passwd"))
+            ),
+            "temperature": mostly(st.floats(0, 2)),
+            "top_p": mostly(st.floats(0, 1)),
+            "top_k": mostly(st.integers(-1, 100)),
+            "min_p": mostly(st.floats(0, 1)),
+            "repeat_penalty": mostly(st.floats(0.5, 2)),
+            "reasoning": mostly(st.sampled_from(["off", "low", "medium", "high", "on"])),
+            "context_length": mostly(st.integers(1, 8192)),
+            "integrations": mostly(st.lists(texts, max_size=2)),
+        },
+    )
+
+
+def lmstudio_load(m: Models) -> Strategy:
+    return st.fixed_dictionaries(
+        {"model": model_names(m.chat, m)},
+        optional={
+            "context_length": mostly(st.integers(1, 8192)),
+            "eval_batch_size": mostly(st.integers(1, 2048)),
+            "flash_attention": mostly(st.booleans()),
+            "echo_load_config": mostly(st.booleans()),
+        },
+    )
+
+
+def lmstudio_unload(m: Models) -> Strategy:
+    """Never the loaded model: an unload leaves the server idle, which the fuzzer's health
+    check would count as an outage (unloading is tested end to end)."""
+    return st.fixed_dictionaries(
+        {"instance_id": st.one_of(st.sampled_from([m.embed, "unknown-model", ""]), hostile)}
+    )
+
+
 def management(m: Models) -> Strategy:
     """Bodies for Ollama's model management routes, which Sidelight refuses with a 501."""
     return st.fixed_dictionaries(
@@ -650,6 +700,10 @@ POST_ROUTES: dict[str, BodyMaker] = {
     "/api/create": management,
     "/api/copy": management,
     "/api/blobs/sha256:0": management,
+    "/api/v1/chat": lmstudio_chat,
+    "/api/v1/models/load": lmstudio_load,
+    "/api/v1/models/unload": lmstudio_unload,
+    "/api/v1/models/download": management,
 }
 GET_ROUTES = [
     "/health",
@@ -659,12 +713,14 @@ GET_ROUTES = [
     "/api/tags",
     "/api/ps",
     "/api/v0/models",
+    "/api/v1/models",
 ]
 # Routes with a model id (or digest) in the path: the template and how to fill it.
 PATH_ROUTES = [
     "/v1/models/{id}",
     "/v1/responses/{id}",
     "/api/v0/models/{id}",
+    "/api/v1/models/download/status/{id}",
     "/api/blobs/{id}",
     "/api/{id}",
     "/v1/{id}",
