@@ -46,7 +46,7 @@ from engine.worker.messages import (
     UnloadModel,
     WorkerStarted,
 )
-from engine.worker.rerank import PairTooLong, RerankJob, RerankRunner
+from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ class Worker:
                 self._embeddings.run_chunk(job)
             else:
                 self._reranker.run_chunk(job)
-        except PairTooLong as exc:
+        except RerankRefused as exc:
             self._encoder_jobs.popleft()
             self._send([RequestRejected(job.request_id, "invalid_request", str(exc), exc.param)])
             return

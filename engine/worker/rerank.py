@@ -7,7 +7,15 @@ each chunk sized from the time the previous ones took, so chat steps run in betw
 
 Every (query, document) pair is counted before it is scored: GenAI truncates a pair longer
 than the model reads, and a score of a cut document would silently rank what the model never
-saw. A pair past the limit refuses the request, naming the document (or the query).
+saw. A pair past the limit refuses the request, naming the document (or the query), and so
+does a document with no tokens at all.
+
+Each document is scored alone (``rerank(query, [document])``). Given several, GenAI pairs
+the query with them through openvino-tokenizers' broadcast, which in 2026.4 writes past its
+buffer when the query is longer than the documents or several documents are empty (a heap
+corruption that kills the worker); a batch of all-empty texts fails to tokenize at all. The
+counting here uses the safe forms: the query repeated per document, and a sentinel text that
+keeps a batch from being all empty.
 
 Scores are ``sigmoid(logit)`` of the model's one logit, as the model's own library gives
 them; on a CPU they are computed in f32 (some CPUs default to bf16, which moves scores
@@ -34,10 +42,11 @@ MAX_CHUNK = 64
 # Model types whose position ids start after the padding index, two places in.
 _OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert"})
 _MAX_SANE_LENGTH = 1_000_000  # tokenizers without a limit say 10**30
+_SENTINEL = "a"  # a text every tokenizer turns into at least one token
 
 
-class PairTooLong(Exception):
-    """A (query, document) pair takes more tokens than the model reads; ``param`` names it."""
+class RerankRefused(Exception):
+    """A document the model cannot score as sent (too long, or empty); ``param`` names it."""
 
     def __init__(self, message: str, param: str) -> None:
         super().__init__(message)
@@ -75,7 +84,8 @@ class RerankRunner:
         """Score the next chunk of ``job`` (loading its model first if needed).
 
         Raises:
-            PairTooLong: a pair in the chunk is longer than the model reads.
+            RerankRefused: a document in the chunk is empty, or longer (with the query)
+                than the model reads.
             Exception: the model cannot be loaded or run (the worker reports the message).
         """
         self._load(job.spec, job.device)
@@ -85,39 +95,59 @@ class RerankRunner:
         start = len(job.scores)
         documents = list(job.documents[start : start + max(1, min(size, MAX_CHUNK))])
         began = time.perf_counter()
+        counts = self._token_counts(documents)
+        self._check_not_empty(job, start, counts)
         lengths = self._pair_lengths(job.query, documents)
-        self._check(job, start, lengths)
-        scores = [0.0] * len(documents)
-        for index, score in self._pipe.rerank(job.query, documents):
-            scores[index] = float(score)
+        self._check_lengths(job, start, lengths, counts)
+        scores = []
+        for document in documents:  # one at a time: see the module's docstring
+            ((_, score),) = self._pipe.rerank(job.query, [document])
+            scores.append(float(score))
         self._seconds_per_document = (time.perf_counter() - began) / len(documents)
         job.scores.extend(scores)
         job.tokens += sum(lengths)
 
+    def _token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens of each text alone, without special tokens."""
+        encoded = self._tokenizer.encode([*texts, _SENTINEL], add_special_tokens=False)
+        return [int(n) for n in encoded.attention_mask.data.sum(axis=1)[:-1]]
+
     def _pair_lengths(self, query: str, documents: list[str]) -> list[int]:
         """Tokens of each pair as GenAI builds it (paired input, or the texts joined)."""
         if self._tokenizer.supports_paired_input():
-            encoded = self._tokenizer.encode([query], documents)
+            encoded = self._tokenizer.encode([query] * len(documents), documents)
         else:
             encoded = self._tokenizer.encode([query + document for document in documents])
         return [int(n) for n in encoded.attention_mask.data.sum(axis=1)]
 
-    def _check(self, job: RerankJob, start: int, lengths: list[int]) -> None:
+    @staticmethod
+    def _check_not_empty(job: RerankJob, start: int, counts: list[int]) -> None:
+        for offset, count in enumerate(counts):
+            if count == 0:
+                raise RerankRefused(
+                    f"document {start + offset} has no text {job.spec.id} reads (it is empty, "
+                    "or holds only characters its tokenizer drops); leave it out",
+                    f"documents.{start + offset}",
+                )
+
+    def _check_lengths(
+        self, job: RerankJob, start: int, lengths: list[int], counts: list[int]
+    ) -> None:
         limit = self._max_length
         if limit is None:
             return
         for offset, length in enumerate(lengths):
             if length <= limit:
                 continue
-            alone = self._pair_lengths(job.query, [""])[0]
-            if alone > limit:
-                raise PairTooLong(
-                    f"the query takes {alone} tokens; {job.spec.id} reads at most {limit} "
-                    "for a query and a document together",
+            query = length - counts[offset]  # the query's tokens and the special ones
+            if query >= limit:
+                raise RerankRefused(
+                    f"the query takes {query} of the {limit} tokens {job.spec.id} reads for "
+                    "a query and a document together, leaving no room for a document",
                     "query",
                 )
             index = start + offset
-            raise PairTooLong(
+            raise RerankRefused(
                 f"the query and document {index} take {length} tokens together; "
                 f"{job.spec.id} reads at most {limit}. Split the document or shorten it",
                 f"documents.{index}",
@@ -132,7 +162,7 @@ class RerankRunner:
         self.close()
         max_length = pair_limit(spec.path)
         config = ov_genai.TextRerankPipeline.Config()
-        config.top_n = MAX_CHUNK  # every score of a chunk; the server sorts and cuts
+        config.top_n = 1  # one document a call; the server sorts and cuts
         if max_length is not None:
             config.max_length = max_length  # what GenAI truncates to is what we refuse past
         else:

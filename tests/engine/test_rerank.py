@@ -101,6 +101,28 @@ async def test_text_that_is_not_unicode_is_refused(engine: EngineClient) -> None
     assert engine.status().worker_pid == pid
 
 
+async def test_inputs_that_broke_the_paired_tokenizer(engine: EngineClient) -> None:
+    """Scored, or refused with a 400-class error; the worker never dies of them.
+
+    Given several documents at once, openvino-tokenizers 2026.4 wrote past its buffer when
+    the query was longer than the documents or several documents were empty (the worker
+    died of a corrupted heap), and failed outright on an all-empty batch.
+    """
+    pid = engine.status().worker_pid
+    long_query = await engine.rerank(SPEC, "pip " * 20, ["x"] * 4)  # one chunk, or more
+    assert len(set(long_query.scores)) == 1 and len(long_query.scores) == 4
+    for documents, param in (
+        (["pip", "", "", "", ""], "documents.1"),
+        (["\ufeff", "\u202e", "\ufeff"], "documents.0"),  # characters the tokenizer drops
+    ):
+        with pytest.raises(RequestFailed) as info:
+            await engine.rerank(SPEC, "pip", documents)
+        assert (info.value.code, info.value.param) == ("invalid_request", param)
+        assert "no text" in str(info.value)
+    assert len((await engine.rerank(SPEC, "", ["pip", "x"])).scores) == 2  # an empty query
+    assert engine.status().worker_pid == pid
+
+
 def test_a_big_rerank_does_not_stall_a_chat_stream(sidelight_home: Path) -> None:
     """The worker reranks in chunks with chat steps in between: tokens keep arriving."""
     client = make_client(sidelight_home, "batched")
