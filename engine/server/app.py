@@ -39,6 +39,7 @@ from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
+from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
 from engine.server.responses.store import ResponseStore
 from engine.settings import Settings, is_loopback_host
@@ -72,6 +73,7 @@ def create_app(
         *lmstudio_routes(pipeline.models),
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
         *anthropic_routes(pipeline),
+        *rerank_routes(pipeline.resolver, engine),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 
