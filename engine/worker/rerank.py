@@ -171,6 +171,13 @@ class RerankRunner:
         logger.info("loading reranker %s on %s", spec.id, device)
         self._pipe = ov_genai.TextRerankPipeline(str(spec.path), device, config, **properties)
         self._tokenizer = ov_genai.Tokenizer(str(spec.path), add_second_input=True)
+        if not self._tokenizer.supports_paired_input():
+            # GenAI then joins query and document with no separator: scores suffer.
+            logger.warning(
+                "%s's tokenizer takes no (query, document) pairs; converting the model "
+                "again with a newer openvino-tokenizers fixes that",
+                spec.id,
+            )
         self._max_length = max_length
         self._key = key
         self._seconds_per_document = None
