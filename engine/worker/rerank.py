@@ -11,11 +11,11 @@ saw. A pair past the limit refuses the request, naming the document (or the quer
 does a document with no tokens at all.
 
 Each document is scored alone (``rerank(query, [document])``). Given several, GenAI pairs
-the query with them through openvino-tokenizers' broadcast, which in 2026.4 writes past its
-buffer when the query is longer than the documents or several documents are empty (a heap
-corruption that kills the worker); a batch of all-empty texts fails to tokenize at all. The
-counting here uses the safe forms: the query repeated per document, and a sentinel text that
-keeps a batch from being all empty.
+the query with them through openvino-tokenizers' broadcast, which in 2026.4 can write past
+its buffer (seen with a query longer than its documents, and with several empty documents:
+a heap corruption that kills the worker); a batch of texts that are all empty fails to
+tokenize at all. The counting here uses the forms that held up under fuzzing: the query
+repeated per document, and a sentinel text that keeps a batch from being all empty.
 
 Scores are ``sigmoid(logit)`` of the model's one logit, as the model's own library gives
 them; on a CPU they are computed in f32 (some CPUs default to bf16, which moves scores
