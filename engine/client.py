@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
@@ -62,6 +62,8 @@ from engine.worker.messages import (
     RejectCode,
     RequestAccepted,
     RequestRejected,
+    Rerank,
+    Reranked,
     Shutdown,
     Submit,
     TextDelta,
@@ -71,6 +73,8 @@ from engine.worker.messages import (
 from engine.worker.process import worker_main
 
 logger = logging.getLogger(__name__)
+
+_Answer = TypeVar("_Answer", Embedded, Reranked)  # the one event a one-shot request ends with
 
 EngineState = Literal["stopped", "starting", "idle", "loading", "ready", "restarting", "error"]
 """The engine's state, as /health and the tray show it (the wire value is the string)."""
@@ -538,6 +542,36 @@ class EngineClient:
             EngineUnavailable: the worker is not running.
             RequestFailed: the model could not be loaded or run.
         """
+        device = device or self._settings.device
+        return await self._one_shot(
+            lambda rid: Embed(rid, spec, device, tuple(texts)), "input", Embedded
+        )
+
+    async def rerank(
+        self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
+    ) -> Reranked:
+        """Score ``documents`` against ``query`` with the reranker ``spec`` (loaded beside
+        the chat model); the scores come in the documents' order.
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: a pair is too long for the model (``invalid_request`` naming
+                ``documents.N`` or ``query``), or the model could not be loaded or run.
+        """
+        device = device or self._settings.device
+        return await self._one_shot(
+            lambda rid: Rerank(rid, spec, device, query, tuple(documents)), "documents", Reranked
+        )
+
+    async def _one_shot(
+        self, command: Callable[[int], Command], param: str, answer: type[_Answer]
+    ) -> _Answer:
+        """Send the command built for a new request id and wait for its one ``answer``.
+
+        The worker may run it beside a chat model (embeddings, reranking): it needs a
+        running worker, not a loaded model. A caller that gives up (a client disconnected)
+        cancels it in the worker.
+        """
         loop = asyncio.get_running_loop()
         with self._lock:
             self._revive()
@@ -546,15 +580,14 @@ class EngineClient:
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
             self._streams[request_id] = stream
-        command = Embed(request_id, spec, device or self._settings.device, tuple(texts))
         try:
-            self._send(command)
+            self._send(command(request_id))
         except OSError as exc:
             self._forget(request_id)
             raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
         except Exception as exc:  # it did not pickle (nothing was sent)
             self._forget(request_id)
-            raise RequestFailed("invalid_request", _unsendable_text(exc, "input"), "input") from exc
+            raise RequestFailed("invalid_request", _unsendable_text(exc, param), param) from exc
         event: Event | None = None
         try:
             event = await stream.next_event()
@@ -563,7 +596,7 @@ class EngineClient:
             if event is None:  # the caller gave up (a client disconnected): stop the batch
                 with contextlib.suppress(OSError):
                     self._send(Cancel(request_id))
-        if isinstance(event, Embedded):
+        if isinstance(event, answer):
             return event
         if isinstance(event, RequestRejected):
             raise RequestFailed(event.code, event.message, event.param)
@@ -685,7 +718,7 @@ class EngineClient:
                     elif isinstance(item, Finished):
                         self._streams.pop(rid, None)
                         self._count(item)
-                    elif isinstance(item, Embedded):
+                    elif isinstance(item, Embedded | Reranked):
                         self._streams.pop(rid, None)
                 stream._deliver(items, on_loop)
         return handover

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.gguf import GGUFError, GGUFHeader
 from engine.gguf_check import check_gguf
@@ -23,6 +23,11 @@ GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
 GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "Q4_K_M", 18: "Q6_K"}
 
 DEMO_MODEL_ID = "sidelight-demo"
+
+ModelTask = Literal["chat", "embeddings", "rerank"]
+"""What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder) or
+``/v1/rerank`` (a cross-encoder); the wire and manifest value is the string."""
+TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank")
 
 # Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
 _GENAI_KEYS = (
@@ -69,7 +74,7 @@ class ModelSpec:
     context_length: int | None = None
     architecture: str | None = None
     is_demo: bool = False
-    task: str = "chat"  # "chat" (generative) or "embeddings" (an encoder served by /v1/embeddings)
+    task: ModelTask = "chat"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -116,8 +121,6 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         )
     config = read_json(folder / "config.json")
     context = _first_int(config, "max_position_embeddings", "n_positions", "max_sequence_length")
-    architectures = [str(a) for a in config.get("architectures") or []]
-    generative = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
     return ModelSpec(
         id=model_id,
         path=folder,
@@ -125,7 +128,7 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         context_length=context,
         architecture=str(config.get("model_type")) if config.get("model_type") else None,
         is_demo=folder == demo_model_path().resolve(),
-        task="embeddings" if architectures and not generative else "chat",
+        task=task_from_config(config),
     )
 
 
@@ -191,6 +194,25 @@ def _genai_gguf_problem(header: GGUFHeader, arch: str) -> str | None:
             f"but the metadata says {list(expected)}"
         )
     return None
+
+
+def task_from_config(config: dict[str, Any]) -> ModelTask:
+    """What a transformers ``config.json`` says a model serves.
+
+    A causal LM chats; a sequence classifier with one label is a cross-encoder reranker
+    (its one logit scores a query-document pair); any other architecture is an encoder used
+    for embeddings. A config that names no architecture is taken for a chat model (the one
+    Sidelight writes beside an imported GGUF names none).
+    """
+    architectures = [str(a) for a in config.get("architectures") or []]
+    if not architectures or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        return "chat"
+    if any(a.endswith("ForSequenceClassification") for a in architectures):
+        labels = config.get("id2label")
+        count = len(labels) if isinstance(labels, dict) else config.get("num_labels")
+        if count == 1:
+            return "rerank"
+    return "embeddings"
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
+from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
 from engine.server.responses.store import ResponseStore
 from engine.server.streaming import ClientGone
@@ -86,6 +87,7 @@ def create_app(
         *anthropic_routes(pipeline),
         *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
         *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
+        *rerank_routes(pipeline.resolver, engine),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
     ]
 

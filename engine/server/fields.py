@@ -25,6 +25,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 
 MAX_STOP_SEQUENCES = 16
 MAX_EMBEDDING_INPUTS = 2048  # as OpenAI's /v1/embeddings
+MAX_RERANK_DOCUMENTS = 1024  # a retriever's candidates; each is a forward pass of its own
 MAX_TOOLS = 128  # as OpenAI's chat completions
 MAX_SCHEMA_DEPTH = 32  # JSON levels inside one schema (an object property is two)
 MAX_SCHEMA_NODES = 10_000  # values inside one schema

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from engine.client import READY, EngineStatus
 from engine.gguf import GGUFError, read_metadata
-from engine.models import ModelError, ModelSpec, read_chat_template, read_json
+from engine.models import ModelError, ModelSpec, ModelTask, read_chat_template, read_json
 from engine.server.monitor import note_model
 from engine.store import ModelStore, StoredModel, StoreError
 from engine.store.facts import folder_size, gguf_facts, ir_facts
@@ -54,7 +54,7 @@ class ModelInfo:
     architecture: str | None = None
     context_length: int | None = None
     weights: str | None = None  # "int4", "fp16", "Q4_K_M", ...
-    task: str = "chat"  # "chat" or "embeddings"
+    task: ModelTask = "chat"
     publisher: str = "local"
     tools: bool = False
     reasoning: bool = False

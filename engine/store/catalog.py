@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.models import ModelTask
 from engine.resources import resource_path
 from engine.store.errors import StoreError
 
@@ -32,7 +33,7 @@ class CatalogEntry:
     id: str
     repo: str
     name: str
-    kind: str  # "chat", "coder", "reasoning" or "embeddings"
+    kind: str  # "chat", "coder", "reasoning", "embeddings" or "rerank"
     weights: str
     download_gb: float
     memory_gb: float
@@ -62,8 +63,10 @@ class CatalogEntry:
         )
 
     @property
-    def task(self) -> str:
-        return "embeddings" if self.kind == "embeddings" else "chat"
+    def task(self) -> ModelTask:
+        if self.kind == "embeddings":
+            return "embeddings"
+        return "rerank" if self.kind == "rerank" else "chat"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from engine.models import ModelError, spec_from_path
+from engine.models import ModelError, spec_from_path, task_from_config
 from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import hub_error, list_repo
@@ -397,6 +397,8 @@ def _task(request: ConvertRequest, endpoint: str | None, token: str | None) -> s
         for a in architectures
     ):
         return "text-generation-with-past"
+    if task_from_config(config) == "rerank":
+        return "text-classification"  # a cross-encoder: its one logit scores each pair
     if architectures:
         return "feature-extraction"
     raise StoreError(f"{request.source}'s config.json names no architecture; cannot convert it")

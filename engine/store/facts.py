@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.gguf import GGUFError, read_metadata
-from engine.models import GGUF_FILE_TYPES, read_chat_template, read_json
+from engine.models import (
+    GGUF_FILE_TYPES,
+    ModelTask,
+    read_chat_template,
+    read_json,
+    task_from_config,
+)
 from engine.parsing.reasoning import template_supports_reasoning
 
 logger = logging.getLogger(__name__)
@@ -29,7 +35,7 @@ class ModelFacts:
 
     weights: str | None = None
     devices: tuple[str, ...] = ("CPU", "GPU")
-    task: str = "chat"
+    task: ModelTask = "chat"
     capabilities: dict[str, bool] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -47,9 +53,7 @@ def ir_facts(folder: Path) -> ModelFacts:
     quant = read_json(folder / "openvino_config.json").get("quantization_config") or {}
     weights, channel_wise_sym = _ir_weights(folder, quant)
     devices = ("CPU", "GPU", "NPU") if channel_wise_sym else ("CPU", "GPU")
-    architectures = [str(a) for a in config.get("architectures") or []]
-    generative = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
-    task = "embeddings" if architectures and not generative else "chat"
+    task = task_from_config(config)
     template = read_chat_template(folder)
     details: dict[str, Any] = {}
     recipe = {k: quant[k] for k in ("bits", "sym", "group_size", "ratio") if k in quant}

@@ -13,8 +13,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
+from engine.models import TASKS, ModelTask
 from engine.store.errors import StoreError
 
 MANIFEST = "manifest.json"
@@ -44,7 +45,7 @@ class Manifest:
     weights: str | None = None  # "int4", "int8", "fp16", "fp32", or a GGUF type like "Q4_K_M"
     context_length: int | None = None
     architecture: str | None = None
-    task: str = "chat"  # "chat" or "embeddings"
+    task: ModelTask = "chat"
     devices: tuple[str, ...] = ("CPU", "GPU")
     capabilities: dict[str, bool] = field(default_factory=dict)
     added_at: str = ""
@@ -78,7 +79,7 @@ class Manifest:
             weights=fields.text("weights", default=None),
             context_length=fields.count("context_length", default=None, minimum=1),
             architecture=fields.text("architecture", default=None),
-            task=fields.choice("task", TASKS, default="chat"),
+            task=cast(ModelTask, fields.choice("task", TASKS, default="chat")),
             devices=tuple(fields.texts("devices", default=["CPU", "GPU"])),
             capabilities=fields.flags("capabilities"),
             added_at=fields.text("added_at", default=""),
@@ -87,7 +88,6 @@ class Manifest:
 
 
 FORMATS = ("ir", "gguf")
-TASKS = ("chat", "embeddings")
 SOURCE_KINDS = ("hub", "convert", "gguf")
 _MAX_MANIFEST_BYTES = 1024 * 1024
 _MISSING = object()

@@ -134,6 +134,18 @@ class Embed:
 
 
 @dataclass(frozen=True)
+class Rerank:
+    """Score each of ``documents`` against ``query`` with the reranker ``spec`` (loaded on
+    first use and kept, beside the chat model, as embedding models are)."""
+
+    request_id: int
+    spec: ModelSpec
+    device: str
+    query: str
+    documents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Ping:
     """Answered with :class:`Pong` between engine steps.
 
@@ -144,7 +156,7 @@ class Ping:
     token: int
 
 
-Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Ping
+Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Rerank | Ping
 
 # ---- events: worker -> server ------------------------------------------------------------
 
@@ -245,6 +257,15 @@ class Embedded:
 
 
 @dataclass(frozen=True)
+class Reranked:
+    """The answer to :class:`Rerank`: each document's score, in the documents' order."""
+
+    request_id: int
+    scores: list[float]
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
 class Pong:
     token: int
 
@@ -260,5 +281,6 @@ Event = (
     | TextDelta
     | Finished
     | Embedded
+    | Reranked
     | Pong
 )

@@ -1,10 +1,10 @@
 """The engine worker process: owns the OpenVINO pipeline and runs the generation loop.
 
 Started by :class:`engine.client.EngineClient` with the ``spawn`` method. One thread does
-everything: read commands from the pipe, run one engine step, run one chunk of embeddings,
-send the events. Nothing one request carries (a value C++ cannot take, a grammar XGrammar
-cannot compile, text that is not Unicode) ends the loop: it becomes that request's
-rejection or error. A crash or an out-of-memory kill here ends only this process; the
+everything: read commands from the pipe, run one engine step, run one chunk of embeddings
+or reranking, send the events. Nothing one request carries (a value C++ cannot take, a
+grammar XGrammar cannot compile, text that is not Unicode) ends the loop: it becomes that
+request's rejection or error. A crash or an out-of-memory kill here ends only this process; the
 client restarts it.
 """
 
@@ -39,11 +39,14 @@ from engine.worker.messages import (
     Ping,
     Pong,
     RequestRejected,
+    Rerank,
+    Reranked,
     Shutdown,
     Submit,
     UnloadModel,
     WorkerStarted,
 )
+from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +99,11 @@ class Worker:
         self._conn = conn
         self._backend: Backend | None = None
         self._embeddings = EmbeddingRunner()
-        self._embed_jobs: collections.deque[EmbedJob] = collections.deque()
+        self._reranker = RerankRunner()
+        # Embed and Rerank requests, oldest first, worked through a chunk at a time.
+        self._encoder_jobs: collections.deque[EmbedJob | RerankJob] = collections.deque()
         # Fair shares while both run: chat steps get as much time as the last embedding
-        # chunk took before the next chunk runs.
+        # or rerank chunk took before the next chunk runs.
         self._chat_seconds = 0.0
         self._chunk_seconds = 0.0
         self._probe = grammar_probe
@@ -111,12 +116,12 @@ class Worker:
             self._poll(0.0 if self._busy() else IDLE_POLL_SECONDS)
             if not self._stopping:  # (a Shutdown may have come in the poll)
                 self._chat_step()
-                self._embed_step()
+                self._encoder_step()
         if self._backend is not None:
             self._backend.close()
 
     def _busy(self) -> bool:
-        return bool(self._embed_jobs) or (self._backend is not None and self._backend.has_work())
+        return bool(self._encoder_jobs) or (self._backend is not None and self._backend.has_work())
 
     def _send(self, events: list[Event]) -> None:
         self._conn.send(events)
@@ -145,7 +150,7 @@ class Worker:
         rid = None
         if isinstance(command, Submit):
             rid = command.request.request_id
-        elif isinstance(command, Embed):
+        elif isinstance(command, Embed | Rerank):
             rid = command.request_id
         if rid is not None:
             self._send([RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")])
@@ -198,15 +203,17 @@ class Worker:
             self._send([ModelUnloaded()])
         elif isinstance(command, Embed):
             self._start_embed(command)
+        elif isinstance(command, Rerank):
+            self._start_rerank(command)
         elif isinstance(command, Ping):
             self._send([Pong(command.token)])
         elif isinstance(command, Shutdown):
             self._stopping = True
 
     def _cancel(self, request_id: int) -> None:
-        for job in self._embed_jobs:
+        for job in self._encoder_jobs:
             if job.request_id == request_id:
-                self._embed_jobs.remove(job)
+                self._encoder_jobs.remove(job)
                 self._send([RequestRejected(request_id, "internal", "cancelled")])
                 return
         if self._backend is not None:
@@ -215,47 +222,65 @@ class Worker:
                 self._send(events)
 
     def _start_embed(self, command: Embed) -> None:
-        for text in command.texts:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                message = (
-                    "input holds text that is not valid Unicode (a lone surrogate); "
-                    "encode it as a whole character"
-                )
-                self._send(
-                    [RequestRejected(command.request_id, "invalid_request", message, "input")]
-                )
-                return
+        if _first_not_unicode(command.texts) is not None:
+            self._send([_not_unicode(command.request_id, "input")])
+            return
         job = EmbedJob(command.request_id, command.spec, command.device, command.texts)
         if job.done:
             self._send([Embedded(job.request_id, [], 0)])
         else:
-            self._embed_jobs.append(job)
+            self._encoder_jobs.append(job)
 
-    def _embed_step(self) -> None:
-        """Embed one chunk of the oldest job once chat steps have had their share."""
-        if not self._embed_jobs:
+    def _start_rerank(self, command: Rerank) -> None:
+        if _first_not_unicode((command.query,)) is not None:
+            self._send([_not_unicode(command.request_id, "query")])
+            return
+        bad = _first_not_unicode(command.documents)
+        if bad is not None:
+            self._send([_not_unicode(command.request_id, f"documents.{bad}")])
+            return
+        job = RerankJob(
+            command.request_id, command.spec, command.device, command.query, command.documents
+        )
+        if job.done:
+            self._send([Reranked(job.request_id, [], 0)])
+        else:
+            self._encoder_jobs.append(job)
+
+    def _encoder_step(self) -> None:
+        """Run one chunk of the oldest embed or rerank job once chat steps had their share."""
+        if not self._encoder_jobs:
             return
         chatting = self._backend is not None and self._backend.has_work()
         if chatting and self._chat_seconds < self._chunk_seconds:
             return
-        job = self._embed_jobs[0]
+        job = self._encoder_jobs[0]
+        what = "embedding" if isinstance(job, EmbedJob) else "reranking"
         started = time.perf_counter()
         try:
-            self._embeddings.run_chunk(job)
+            if isinstance(job, EmbedJob):
+                self._embeddings.run_chunk(job)
+            else:
+                self._reranker.run_chunk(job)
+        except RerankRefused as exc:
+            self._encoder_jobs.popleft()
+            self._send([RequestRejected(job.request_id, "invalid_request", str(exc), exc.param)])
+            return
         except Exception as exc:
-            logger.exception("embedding with %s failed", job.spec.id)
-            self._embed_jobs.popleft()
-            message = f"embedding failed: {short_error(exc)}"
+            logger.exception("%s with %s failed", what, job.spec.id)
+            self._encoder_jobs.popleft()
+            message = f"{what} failed: {short_error(exc)}"
             self._send([RequestRejected(job.request_id, "internal", message)])
             return
         finally:
             self._chunk_seconds = time.perf_counter() - started
             self._chat_seconds = 0.0
         if job.done:
-            self._embed_jobs.popleft()
-            self._send([Embedded(job.request_id, job.vectors, job.tokens)])
+            self._encoder_jobs.popleft()
+            if isinstance(job, EmbedJob):
+                self._send([Embedded(job.request_id, job.vectors, job.tokens)])
+            else:
+                self._send([Reranked(job.request_id, job.scores, job.tokens)])
 
     def _unload(self) -> None:
         if self._backend is not None:
@@ -297,6 +322,24 @@ class Worker:
                 )
             ]
         )
+
+
+def _first_not_unicode(texts: tuple[str, ...]) -> int | None:
+    """The index of the first text holding a lone surrogate (which C++ cannot take)."""
+    for index, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return index
+    return None
+
+
+def _not_unicode(request_id: int, param: str) -> RequestRejected:
+    message = (
+        f"{param} holds text that is not valid Unicode (a lone surrogate); "
+        "encode it as a whole character"
+    )
+    return RequestRejected(request_id, "invalid_request", message, param)
 
 
 def _build_backend(command: LoadModel) -> Backend:

@@ -61,10 +61,12 @@ class FuzzRequest:
 
 @dataclass(frozen=True)
 class Models:
-    """The ids the running server serves: its chat model and a stored embedding model."""
+    """The ids the running server serves: its chat model, a stored embedding model and a
+    stored reranker."""
 
     chat: str
     embed: str
+    rerank: str
 
 
 def to_json(value: Any) -> str:
@@ -229,6 +231,8 @@ def model_names(preferred: str, models: Models) -> Strategy:
         models.embed,
         f"{models.embed}:latest",
         models.embed.upper(),
+        models.rerank,
+        models.rerank.upper(),
         "",
         "unknown-model",
         "../../../../etc/passwd",
@@ -526,6 +530,28 @@ def openai_embeddings(m: Models) -> Strategy:
     )
 
 
+def rerank(m: Models) -> Strategy:
+    """The Jina/Cohere shape: documents as strings or ``{"text": ...}`` objects."""
+    document = st.one_of(
+        texts,
+        st.fixed_dictionaries({"text": mostly(texts)}, optional={"title": texts}),
+        st.just("pip " * 400),  # longer than the tiny reranker reads
+    )
+    return st.fixed_dictionaries(
+        {
+            "model": model_names(m.rerank, m),
+            "query": mostly(texts),
+            "documents": mostly(st.lists(mostly(document), max_size=20)),
+        },
+        optional={
+            "top_n": mostly(st.integers(0, 30)),
+            "return_documents": mostly(st.booleans()),
+            "rank_fields": hostile,
+            "max_chunks_per_doc": hostile,
+        },
+    )
+
+
 def ollama_chat(m: Models) -> Strategy:
     message = st.fixed_dictionaries(
         {
@@ -690,6 +716,8 @@ POST_ROUTES: dict[str, BodyMaker] = {
     "/v1/completions": completions,
     "/v1/embeddings": openai_embeddings,
     "/v1/responses": responses,
+    "/v1/rerank": rerank,
+    "/rerank": rerank,
     "/api/chat": ollama_chat,
     "/api/generate": ollama_generate,
     "/api/embed": ollama_embed,
@@ -796,7 +824,13 @@ def path_requests(draw: st.DrawFn, models: Models) -> FuzzRequest:
     ident = draw(
         st.one_of(
             st.sampled_from(
-                [models.chat, models.chat.upper(), f"{models.chat}:latest", models.embed]
+                [
+                    models.chat,
+                    models.chat.upper(),
+                    f"{models.chat}:latest",
+                    models.embed,
+                    models.rerank,
+                ]
             ),
             st.sampled_from(PATH_IDS),
             st.text(max_size=30).map(lambda text: quote(text, safe="/:@")),

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import httpx
 
+from engine.models import ModelTask
 from engine.settings import load_settings
 from engine.store.facts import folder_size
 from engine.store.manifest import Manifest, Source, write_manifest
 
 TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
+TINY_RERANK = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-rerank"
 
 
 def free_port() -> int:
@@ -133,7 +135,9 @@ def import_gguf(home: Path, gguf: Path, model_id: str) -> None:
     )
 
 
-def store_ir_copy(models: Path, model_id: str, source: Path, *, task: str, reasoning: bool) -> None:
+def store_ir_copy(
+    models: Path, model_id: str, source: Path, *, task: ModelTask, reasoning: bool
+) -> None:
     """Put a copy of an IR folder into the store, as a finished download would."""
     folder = models / model_id
     shutil.copytree(source, folder)
@@ -163,4 +167,12 @@ def store_embedding_model(home: Path, model_id: str = "tiny-embed") -> str:
     models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
     models.mkdir(parents=True, exist_ok=True)
     store_ir_copy(models, model_id, TINY_EMBED, task="embeddings", reasoning=False)
+    return model_id
+
+
+def store_rerank_model(home: Path, model_id: str = "tiny-rerank") -> str:
+    """Put the tiny cross-encoder reranker into the store under ``home``, as a download would."""
+    models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
+    models.mkdir(parents=True, exist_ok=True)
+    store_ir_copy(models, model_id, TINY_RERANK, task="rerank", reasoning=False)
     return model_id

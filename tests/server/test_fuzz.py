@@ -36,7 +36,12 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tests.server.fuzz_requests import FuzzRequest, Models, hostile_requests
-from tests.server.harness import ServerProcess, running_server, store_embedding_model
+from tests.server.harness import (
+    ServerProcess,
+    running_server,
+    store_embedding_model,
+    store_rerank_model,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -268,6 +273,7 @@ def _only_findings(exc: BaseException) -> bool:
 def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
     home = tmp_path_factory.mktemp("fuzz-home")
     store_embedding_model(home)
+    store_rerank_model(home)
     with running_server(home, tiny_model) as proc:
         yield proc
 
@@ -284,7 +290,9 @@ def hypothesis_home(tmp_path: Path) -> Iterator[Path]:
 def test_hostile_requests_never_break_the_server(
     server: ServerProcess, hypothesis_home: Path
 ) -> None:
-    models = Models(chat=str(server.wait_ready()["model"]), embed="tiny-embed")
+    models = Models(
+        chat=str(server.wait_ready()["model"]), embed="tiny-embed", rerank="tiny-rerank"
+    )
     database = DirectoryBasedExampleDatabase(hypothesis_home / "examples")
     started = time.monotonic()
     timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=5.0)

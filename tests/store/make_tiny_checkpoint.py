@@ -8,25 +8,53 @@ The model has the demo model's tokenizer (byte-level BPE with the Qwen2.5 chat t
 copied from ``resources/models/sidelight-demo``) and random weights: hidden 128 (so int4
 groups of 128 apply), 2 layers, about 0.4 M parameters. ``--broken`` writes a checkpoint
 whose weights file is truncated, so a conversion of it fails inside optimum.
+``--reranker`` writes a cross-encoder instead: a random BERT sequence classifier with one
+label and the tiny reranker fixture's tokenizer (``tests/fixtures/tiny-rerank``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import BertConfig, BertForSequenceClassification, Qwen2Config, Qwen2ForCausalLM
 
-DEMO = Path(__file__).resolve().parents[2] / "resources" / "models" / "sidelight-demo"
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "resources" / "models" / "sidelight-demo"
+TINY_RERANK = ROOT / "tests" / "fixtures" / "tiny-rerank"
+
+
+def write_reranker(out: Path) -> None:
+    torch.manual_seed(0)
+    vocab = len(json.loads((TINY_RERANK / "tokenizer.json").read_text())["model"]["vocab"])
+    config = BertConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        num_labels=1,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    BertForSequenceClassification(config).save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TINY_RERANK / name, out / name)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--broken", action="store_true")
+    parser.add_argument("--reranker", action="store_true")
     args = parser.parse_args()
+    if args.reranker:
+        write_reranker(args.out)
+        print(f"wrote {args.out}")
+        return
     torch.manual_seed(0)
     config = Qwen2Config(
         vocab_size=931,

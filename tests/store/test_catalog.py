@@ -21,7 +21,8 @@ def test_catalog_is_well_formed() -> None:
     assert all(normalize_id(i) == i for i in ids)
     assert all(e.repo.startswith("OpenVINO/") for e in catalog.entries)
     kinds = {e.kind for e in catalog.entries}
-    assert {"chat", "coder", "embeddings"} <= kinds
+    assert {"chat", "coder", "embeddings", "rerank"} <= kinds
+    assert {e.task for e in catalog.entries} == {"chat", "embeddings", "rerank"}
     npu = [e for e in catalog.entries if e.repo.endswith("-cw-ov")]
     assert npu and all(e.devices[0] == "NPU" for e in npu)
     assert all(0 < e.download_gb < e.memory_gb for e in catalog.entries)

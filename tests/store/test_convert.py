@@ -33,6 +33,7 @@ from engine.store.convert import (
 from engine.store.convert_child import optimum_argv
 from engine.store.errors import Cancelled, StoreError
 from engine.store.progress import Progress
+from engine.worker.rerank import RerankJob, RerankRunner
 from tests.store.conftest import ROOT, assert_completes, serving, sidelight
 
 MAKE_CHECKPOINT = Path(__file__).with_name("make_tiny_checkpoint.py")
@@ -133,6 +134,25 @@ def test_npu_recipe_is_symmetric_channel_wise_int4(
     types = _element_types(model.folder)
     assert "i4" in types and "u4" not in types  # symmetric int4 has no zero points
     assert phases[0] == "checking" and "converting" in phases and phases[-1] == "done"
+
+
+def test_a_cross_encoder_converts_to_a_reranker(
+    tmp_path: Path, convert_python: Path, store: ModelStore
+) -> None:
+    """A one-label sequence classifier is exported for text classification, stored with the
+    task ``rerank``, and GenAI's TextRerankPipeline scores with the result."""
+    source = _checkpoint(tmp_path / "tiny-cross-encoder", convert_python, "--reranker")
+    model = convert(
+        store, ConvertRequest(source=str(source), weights="int8"), python=convert_python
+    )
+    assert model.manifest.task == "rerank"
+    spec = model.spec()
+    assert spec.task == "rerank"
+    job = RerankJob(0, spec, "CPU", "pip", ("pytest tips", "rain forecast"))
+    runner = RerankRunner()
+    while not job.done:
+        runner.run_chunk(job)
+    assert len(job.scores) == 2 and all(0.0 < s < 1.0 for s in job.scores)
 
 
 def test_optimum_arguments_for_each_recipe() -> None:

@@ -71,7 +71,7 @@ class OllamaServing:
         info = await self.models.find(strip_tag(name)) if name else None
         if info is None:
             raise not_found(name)
-        if action is not None and info.task == "embeddings":
+        if action is not None and info.task != "chat":
             raise APIError(400, f'"{name}" does not support {action}')
         return info
 
@@ -118,6 +118,8 @@ def capabilities(info: ModelInfo) -> list[str]:
     """Ollama's capability names, in Ollama's order, from the model's files."""
     if info.task == "embeddings":
         return ["embedding"]
+    if info.task == "rerank":
+        return []  # Ollama has no reranking; the model serves /v1/rerank only
     names = ["completion"]
     if info.tools:
         names.append("tools")

@@ -1,7 +1,8 @@
 """Which model serves a request: lookup (case-insensitive), on-demand loading, refusals.
 
 Shared by every dialect's generation (through :class:`engine.server.pipeline.Pipeline`) and
-by the embedding routes. Runs on the event loop; waiting for a load happens on a thread.
+by the embedding and rerank routes. Runs on the event loop; waiting for a load happens on a
+thread.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ class ModelResolver:
             seen = self.models.seen.get(name)
             spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
             if spec.task != "chat":
+                route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
+                what = "a reranker" if spec.task == "rerank" else "an embedding model"
                 raise APIError(
                     400,
-                    f"'{name}' is an embedding model; use POST /v1/embeddings with it",
+                    f"'{name}' is {what}; use POST {route} with it",
                     param="model",
                     code="model_not_generative",
                 )
@@ -89,20 +92,42 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
+        spec = await self._encoder(name)
+        if spec.task != "embeddings":
+            raise APIError(
+                400,
+                f"'{spec.id}' is not an embedding model; embeddings need one (e.g. bge, e5, "
+                "nomic-embed) in the model store",
+                param="model",
+                code="model_not_embedding",
+            )
+        return spec
+
+    async def rerank_model(self, name: str) -> ModelSpec:
+        """The reranker ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not a reranker.
+        """
+        spec = await self._encoder(name)
+        if spec.task != "rerank":
+            raise APIError(
+                400,
+                f"'{spec.id}' is not a reranker; reranking needs a cross-encoder (e.g. "
+                "bge-reranker) in the model store",
+                param="model",
+                code="model_not_reranker",
+            )
+        return spec
+
+    async def _encoder(self, name: str) -> ModelSpec:
+        """The model ``name`` for a request that runs beside the chat model (no load here)."""
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
         spec = self.models.seen.get(name)
         if spec is None:  # reading the store (manifest, config) stays off the event loop
             spec = await asyncio.to_thread(self._stored_spec, name)
-        if spec.task != "embeddings":
-            raise APIError(
-                400,
-                f"'{name}' is not an embedding model; embeddings need one (e.g. bge, e5, "
-                "nomic-embed) in the model store",
-                param="model",
-                code="model_not_embedding",
-            )
         note_model(spec.id)
         return spec
 
