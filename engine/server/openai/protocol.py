@@ -12,8 +12,6 @@ and reply parsing.
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import struct
 import time
 import uuid
@@ -256,7 +254,7 @@ class ChatCompletionRequest(_SamplingFields):
         return response_format.json_schema.json_schema
 
     def template_messages(self) -> list[dict[str, Any]]:
-        """Messages as chat templates expect them: text content, tool-call arguments as dicts."""
+        """Messages in the chat-template shape: text content, tool calls as sent."""
         out = []
         for message in self.messages:
             role = "system" if message.role == "developer" else message.role
@@ -272,13 +270,10 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 def _template_call(call: AssistantToolCall) -> dict[str, Any]:
-    arguments: Any = call.function.arguments
-    if isinstance(arguments, str):
-        with contextlib.suppress(json.JSONDecodeError):  # else the template shows the text
-            arguments = json.loads(arguments) if arguments.strip() else {}
+    # Arguments stay as sent; the pipeline turns JSON text into objects for every dialect.
     item: dict[str, Any] = {
         "type": "function",
-        "function": {"name": call.function.name, "arguments": arguments},
+        "function": {"name": call.function.name, "arguments": call.function.arguments},
     }
     if call.id:
         item["id"] = call.id
