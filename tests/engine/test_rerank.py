@@ -7,7 +7,6 @@ The reference scores come from the same checkpoint run through transformers (tor
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import math
 import time
@@ -23,6 +22,7 @@ from engine.worker.messages import GenerationRequest, SamplingParams, TextDelta
 from engine.worker.rerank import pair_limit
 from tests.conftest import ROOT
 from tests.engine.test_client import make_client
+from tests.engine.test_worker_robustness import tokens_in_every_tenth
 
 TINY_RERANK = ROOT / "tests" / "fixtures" / "tiny-rerank"
 REFERENCE = json.loads((TINY_RERANK / "reference.json").read_text())["cases"]
@@ -158,10 +158,12 @@ def test_a_big_rerank_does_not_stall_a_chat_stream(sidelight_home: Path) -> None
 
     try:
         arrivals, started, finished = asyncio.run(scenario())
-        during = [t for t in arrivals if started <= t <= finished]
-        gaps = [b - a for a, b in itertools.pairwise(during)]
         assert finished - started > 0.5  # long enough to starve chat if run in one go
-        assert len(during) > 20 and max(gaps) < 0.5, (len(during), max(gaps, default=None))
+        counts = tokens_in_every_tenth(arrivals, started, finished)
+        # Chat went on through the batch: run in one go, it would leave at most the two
+        # edge tenths with tokens. A machine busy with other work may pause chat (and the
+        # batch) for a while, so half the tenths is the bar, not all of them.
+        assert sum(1 for count in counts if count) >= 5, counts
     finally:
         client.close()
 

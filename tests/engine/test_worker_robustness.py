@@ -7,7 +7,6 @@ grammars XGrammar cannot compile, and a big embedding batch beside a chat stream
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import threading
 import time
@@ -311,10 +310,26 @@ def test_a_big_embedding_batch_does_not_stall_a_chat_stream(sidelight_home: Path
         assert len(vectors) == len(texts)
         alone = asyncio.run(client.embed(spec, [texts[1234]])).vectors[0]
         assert vectors[1234] == pytest.approx(alone, abs=1e-5)  # chunks change no result
-        during = [t for t in arrivals if started <= t <= finished]
-        gaps = [b - a for a, b in itertools.pairwise(during)]
         assert finished - started > 0.5  # long enough to starve chat if run in one go
-        assert len(during) > 20 and max(gaps) < 0.5, (len(during), max(gaps, default=None))
+        counts = tokens_in_every_tenth(arrivals, started, finished)
+        # Chat went on through the batch: run in one go, it would leave at most the two
+        # edge tenths with tokens. A machine busy with other work may pause chat (and the
+        # batch) for a while, so half the tenths is the bar, not all of them.
+        assert sum(1 for count in counts if count) >= 5, counts
         assert client.status().active_requests == 0
     finally:
         client.close()
+
+
+def tokens_in_every_tenth(arrivals: list[float], started: float, finished: float) -> list[int]:
+    """How many chat tokens arrived in each tenth of the batch's run.
+
+    Proportional, not timed: on a slow or busy machine the batch and the chat slow down
+    together, but a batch run in one go leaves every tenth but the edges empty.
+    """
+    tenth = (finished - started) / 10
+    counts = [0] * 10
+    for t in arrivals:
+        if started <= t < finished:
+            counts[min(int((t - started) / tenth), 9)] += 1
+    return counts
