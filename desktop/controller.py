@@ -31,6 +31,7 @@ from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
+from engine.store.relocate import relocate_at_start
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ class Controller(QObject):
         self.tasks = tasks
         self._owns_engine = engine is None
         self.engine = engine or EngineClient(settings)
+        # Models moved from the cache to the data folder (logged; the next start resumes).
+        relocate_at_start(settings.paths)
         self.store = ModelStore.from_settings(settings)
         # Metrics and the request log: the chat's and every server's requests, kept across
         # server restarts (the Requests window reads it).

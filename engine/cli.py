@@ -20,6 +20,7 @@ from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
 from engine.store.cli import run as run_store_command
+from engine.store.relocate import relocate_at_start
 
 logger = logging.getLogger("sidelight")
 
@@ -146,6 +147,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         print(f"sidelight: {disk_error(exc, 'preparing to serve', None, remedy)}", file=sys.stderr)
         return 2
     log_file = setup_logging(settings.paths.log_dir, settings.log_level)
+    relocate_at_start(settings.paths)
     if spec.is_demo:
         logger.warning(
             "serving the built-in demo model: a tiny model for trying Sidelight out, "

@@ -61,6 +61,9 @@ class Paths:
     log_dir: Path
     # What Sidelight keeps for the user beyond models: stored API responses.
     data_dir: Path
+    # Where models lived before they moved to the data folder; set only when models_dir is
+    # the platform default (a user-chosen folder is never migrated). See engine/store/relocate.
+    legacy_models_dir: Path | None = None
 
     @property
     def config_file(self) -> Path:
@@ -225,7 +228,8 @@ def default_paths(env: Mapping[str, str]) -> Paths:
     else:
         base = Paths(
             config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
-            models_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "models",
+            # Models are large and precious: the data folder, not the cache cleaners empty.
+            models_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "models",
             cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
             log_dir=Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
             data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
@@ -236,6 +240,11 @@ def default_paths(env: Mapping[str, str]) -> Paths:
         cache_dir=_path(env, "SIDELIGHT_CACHE_DIR", base.cache_dir),
         log_dir=_path(env, "SIDELIGHT_LOG_DIR", base.log_dir),
         data_dir=_path(env, "SIDELIGHT_DATA_DIR", base.data_dir),
+        legacy_models_dir=(
+            None
+            if home or "SIDELIGHT_MODELS_DIR" in env
+            else Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "models"
+        ),
     )
 
 
@@ -249,7 +258,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     paths = default_paths(env)
     file_values = _read_config_file(paths.config_file)
     if file_values.get("models_dir") and "SIDELIGHT_MODELS_DIR" not in env:
-        paths = replace(paths, models_dir=Path(str(file_values["models_dir"])).expanduser())
+        paths = replace(
+            paths,
+            models_dir=Path(str(file_values["models_dir"])).expanduser(),
+            legacy_models_dir=None,
+        )
 
     def pick(name: str, key: str) -> Any:
         return env.get(name) if name in env else file_values.get(key)
