@@ -6,7 +6,8 @@
 ; Per-user install without administrator rights into %LOCALAPPDATA%\Programs\Sidelight, a
 ; Start-menu shortcut, an optional desktop shortcut, optional start at login (the same
 ; HKCU Run value the app's Settings switch writes), and an uninstaller that asks whether to
-; keep the downloaded models (%LOCALAPPDATA%\Sidelight\Cache). PAYLOAD is the one-folder
+; keep the downloaded models (%LOCALAPPDATA%\Sidelight\models) and the cache
+; (%LOCALAPPDATA%\Sidelight\Cache). PAYLOAD is the one-folder
 ; PyInstaller bundle (sidelight.exe, sidelight-cli.exe, _internal\); packaging/nsis.py
 ; compiles this script against a placeholder payload on Linux to check it.
 
@@ -131,10 +132,12 @@ Section "Uninstall"
   RMDir "$INSTDIR"
   ; Downloaded models can be many gigabytes and slow to fetch again: the person decides.
   ; A silent uninstall (/S) keeps them.
-  ${If} ${FileExists} "$LOCALAPPDATA\${APP}\Cache\*.*"
+  ${If} ${FileExists} "$LOCALAPPDATA\${APP}\models\*.*"
+  ${OrIf} ${FileExists} "$LOCALAPPDATA\${APP}\Cache\*.*"
     MessageBox MB_YESNO|MB_ICONQUESTION|MB_DEFBUTTON2 \
-      "Also delete the downloaded models and the model cache?$\r$\n$\r$\n$LOCALAPPDATA\${APP}\Cache$\r$\n$\r$\nChoose No to keep them for a later install." \
+      "Also delete the downloaded models and the model cache?$\r$\n$\r$\n$LOCALAPPDATA\${APP}\models$\r$\n$LOCALAPPDATA\${APP}\Cache$\r$\n$\r$\nChoose No to keep them for a later install." \
       /SD IDNO IDNO keep_cache
+    RMDir /r "$LOCALAPPDATA\${APP}\models"
     RMDir /r "$LOCALAPPDATA\${APP}\Cache"
     keep_cache:
   ${EndIf}
