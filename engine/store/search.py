@@ -39,7 +39,7 @@ _MEMORY_OVERHEAD_GB = 1.0
 # The quantizations to prefer in a GGUF repo, best first (Q4_K_M: LM Studio's default).
 _GGUF_PREFERENCE = ("q4_k_m", "q4_k_s", "q4_0", "q5_k_m", "q8_0")
 _SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
-UNREACHABLE = "cannot reach the model hub (no network?); the catalog above still works"
+UNREACHABLE = "cannot reach the model hub (no network?); the catalog still works"
 
 
 @dataclass(frozen=True)
@@ -152,19 +152,35 @@ def size_result(
         if isinstance(exc.__cause__, transport_errors()):
             raise HubError(UNREACHABLE) from exc
         raise
-    choices: tuple[RemoteFile, ...] = ()
     if model.kind == "gguf":
         choices = loadable_gguf(listing.files)
         if not choices:
             raise HubError(f"{model.repo} has no single-file GGUF model to download")
         chosen = next((f for f in choices if f.path == gguf_file), None)
-        files: tuple[RemoteFile, ...] = (chosen or preferred_gguf(choices),)
-    else:
-        if not listing.has("openvino_model.xml"):
-            raise HubError(f"{model.repo} has no openvino_model.xml: it is not an OpenVINO model")
-        files = listing.files
+        return judge(model, (chosen or preferred_gguf(choices),), choices, machine)
+    if not listing.has("openvino_model.xml"):
+        raise HubError(f"{model.repo} has no openvino_model.xml: it is not an OpenVINO model")
+    return judge(model, listing.files, (), machine)
+
+
+def choose_gguf(sized: SizedResult, filename: str, machine: MachineInfo | None) -> SizedResult:
+    """The same GGUF result with another of its files picked (no network needed)."""
+    chosen = next((f for f in sized.choices if f.path == filename), None)
+    if chosen is None:
+        raise HubError(f"{sized.model.repo} has no GGUF file named {filename}")
+    return judge(sized.model, (chosen,), sized.choices, machine)
+
+
+def judge(
+    model: HubModel,
+    files: tuple[RemoteFile, ...],
+    choices: tuple[RemoteFile, ...],
+    machine: MachineInfo | None,
+) -> SizedResult:
+    """Estimate the memory ``files`` need loaded and compare it with ``machine``."""
     size = sum(f.size for f in files)
     memory_gb = round(size / GB * _MEMORY_FACTOR + _MEMORY_OVERHEAD_GB, 1)
+    status: FitStatus | None
     if machine is None:
         status, reason = None, f"needs about {memory_gb:g} GB"
     else:
