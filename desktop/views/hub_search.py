@@ -91,6 +91,7 @@ class HubSearch(QWidget):
         self.debounce.setInterval(DEBOUNCE_MS)
         self.debounce.timeout.connect(self.search_now)
         self.status = QLabel(" ")
+        self.status.setWordWrap(True)  # a long repo name must not widen the window
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.view = tree_widget(
             ["Repo", "Kind", "Downloads", "Download", "This machine"], stretch=0
@@ -99,6 +100,10 @@ class HubSearch(QWidget):
         self.file_picker = QComboBox()
         self.file_picker.setToolTip("The GGUF file to download (Q4_K_M is the usual choice)")
         self.file_picker.currentIndexChanged.connect(self._on_file_chosen)
+        self.file_picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.file_picker.setMinimumContentsLength(18)
         self.file_picker.hide()
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download)

@@ -284,6 +284,8 @@ class ModelManager(QDialog):
             and self.tabs.currentIndex() == 0
         )
         self.search.set_busy(busy)
+        # The search tab has its own Download beside its file picker.
+        self.download_button.setVisible(self.tabs.currentIndex() == 0)
         self.cancel_button.setEnabled(busy)
         self.installed.set_busy(busy)
         self.import_button.setEnabled(not busy)
