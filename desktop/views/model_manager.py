@@ -437,6 +437,7 @@ class ModelManager(QDialog):
             self._show_entry_status(self._job_entry)
 
     def _job_done(self, kind: JobKind, title: str, future: Future[StoredModel | None]) -> None:
+        from_catalog = self._job_entry is not None
         self._cancel, self._job_kind, self._job_entry = None, None, None
         self.progress_bar.setRange(0, 1000)
         outcome: object
@@ -445,7 +446,8 @@ class ModelManager(QDialog):
         except Cancelled:
             outcome = "cancelled"
             self.progress_bar.reset()  # empty, no "0%"
-            resume = " Click Resume to continue where it stopped." if kind == "download" else ""
+            button = "Resume" if from_catalog else "Download"
+            resume = f" Click {button} to continue where it stopped." if kind == "download" else ""
             self._say(f"The {kind} of {title} was cancelled.{resume}")
         except (StoreError, ModelError, OSError) as exc:
             outcome = self._words(exc)

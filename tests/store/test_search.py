@@ -5,6 +5,7 @@ client), with the real store and GenAI's GGUF reader on the import."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from huggingface_hub import HfApi
 from engine.store import ModelStore
 from engine.store.catalog import GB, MachineInfo
 from engine.store.download import pull_gguf
-from engine.store.errors import HubError
+from engine.store.errors import Cancelled, HubError
+from engine.store.progress import Progress
 from engine.store.search import UNREACHABLE, HubModel, search_hub, size_result
 from tests.conftest import TINY_GGUF
 from tests.store.hub_server import HubConfig, HubServer
@@ -101,3 +103,27 @@ def test_a_gguf_result_downloads_one_file_into_the_store(
     fetched = [p for m, p, _ in search_hub_server.config.requests if m == "GET" and "resolve" in p]
     assert fetched == [f"/{GGUF_REPO}/resolve/{fetched[0].split('/')[4]}/{Q4}"]
     assert not any((store.root / ".partial").glob("*"))  # the download copy is gone
+
+
+def test_a_cancelled_gguf_download_resumes_where_it_stopped(
+    search_hub_server: HubServer, tmp_path: Path
+) -> None:
+    """Cancelled mid-file (the stand-in sends slowly), then pulled again: a Range request."""
+    search_hub_server.config.bytes_per_second = 100_000
+    store = ModelStore(tmp_path / "models")
+    cancel = threading.Event()
+
+    def progress(report: Progress) -> None:
+        if report.done > 60_000:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        pull_gguf(
+            store, GGUF_REPO, Q4, endpoint=search_hub_server.url, progress=progress, cancel=cancel
+        )
+    assert not store.list() and any((store.root / ".partial").iterdir())
+    search_hub_server.config.bytes_per_second = None
+    stored = pull_gguf(store, GGUF_REPO, Q4, endpoint=search_hub_server.url)
+    assert stored.spec().path.read_bytes() == TINY_GGUF.read_bytes()
+    ranges = [r for m, p, r in search_hub_server.config.requests if m == "GET" and p.endswith(Q4)]
+    assert ranges[0] is None and ranges[-1] is not None and ranges[-1].startswith("bytes=")
