@@ -103,7 +103,7 @@ class HubSearch(QWidget):
         self.file_picker.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.file_picker.setMinimumContentsLength(18)
+        self.file_picker.setMinimumContentsLength(30)
         self.file_picker.hide()
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download)
