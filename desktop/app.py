@@ -24,6 +24,7 @@ from desktop.history import ChatHistory
 from desktop.icons import icon
 from desktop.instance import SingleInstance, instance_name
 from desktop.taskman import TaskManager
+from desktop.theme import ThemeManager, theme_choice
 from desktop.tray import TrayIcon
 from desktop.views.chat_window import ChatWindow
 from desktop.views.model_manager import ModelManager
@@ -61,6 +62,8 @@ class DesktopApp(QObject):
         """Args (beyond ``settings``) let tests share one engine and skip slow discovery."""
         super().__init__(parent)
         self.tasks = TaskManager(self)
+        self.theme = ThemeManager(settings.theme, self)
+        self.theme.apply()  # before any window exists: they open in the right colours
         self.controller = Controller(
             settings, self.tasks, engine=engine, devices=devices, parent=self
         )
@@ -151,7 +154,11 @@ class DesktopApp(QObject):
     def show_settings(self) -> None:
         if self._settings is None or not self._settings.isVisible():
             self._settings = SettingsDialog(self.controller, self.autostart)
+            self._settings.theme_chosen.connect(self._on_theme_chosen)
         _present(self._settings)
+
+    def _on_theme_chosen(self, choice: str) -> None:
+        self.theme.set_choice(theme_choice(choice))
 
     def _on_recommendation(self, future: Future[CatalogEntry | None]) -> None:
         try:

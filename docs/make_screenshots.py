@@ -1,12 +1,15 @@
 """Take the README's screenshots of the real tray app on a private X display.
 
-    python docs/make_screenshots.py [--out docs/screenshots]
+    python docs/make_screenshots.py [--out docs/screenshots] [--scale 1.25] [--screen 1366x768]
 
 Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
 engine on the demo model, in a fresh Sidelight home. It right-clicks the tray icon with
 xdotool and grabs the open menu, sends two messages in the chat window and grabs it while the
 second reply streams, asks the demo model its thinking question and opens the thinking with a
-click, then opens the model manager. Pictures are taken with ImageMagick's
+click, then opens the model manager; then switches to the dark theme and takes the thinking
+reply and the model manager's hub search again (the hub is the local stand-in of the tests,
+serving the search fixture repos). The screen is a 1366x768 laptop at 125 % unless told
+otherwise (``QT_SCALE_FACTOR``). Pictures are taken with ImageMagick's
 ``import -window root`` and cropped to the interesting part.
 
 Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick libxcb-icccm4
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PORT = 11680
-SCREEN = (1024, 720)
+SCREEN = [1366, 768]  # physical pixels; --screen changes it
+SCALE = [1.25]  # QT_SCALE_FACTOR; Qt's geometry is in logical pixels
 BACKGROUND = "#4a5568"
 TOOLS = ("Xvfb", "openbox", "trayer", "xdotool", "import", "display")
 
@@ -47,11 +51,23 @@ Step = tuple[Callable[[], bool], float]  # wait until this is true, for at most 
 
 def grab(path: Path, x: int, y: int, width: int, height: int) -> None:
     """Save a screen region as a PNG (blocks for the fraction of a second ``import`` takes)."""
+    x, y, width, height = (round(v * SCALE[0]) for v in (x, y, width, height))
     x, y = max(0, x), max(0, y)
     width, height = min(width, SCREEN[0] - x), min(height, SCREEN[1] - y)
     crop = f"{width}x{height}+{x}+{y}"
     subprocess.run(["import", "-window", "root", "-crop", crop, "+repage", str(path)], check=True)
     logger.info("saved %s (%dx%d, %d bytes)", path, width, height, path.stat().st_size)
+
+
+def px(logical: int) -> str:
+    """A logical (Qt) coordinate as the screen pixel xdotool wants."""
+    return str(round(logical * SCALE[0]))
+
+
+def place(window: QWidget, width: int, height: int) -> None:
+    """Size a window for a picture, but never beyond the screen (at 2x it is small)."""
+    area = window.screen().availableGeometry()
+    window.resize(min(width, area.width() - 48), min(height, area.height() - 72))
 
 
 def after(seconds: float) -> Callable[[], bool]:
@@ -83,6 +99,7 @@ class Tour:
         yield from self.chat_mid_reply()
         yield from self.chat_thinking()
         yield from self.model_manager()
+        yield from self.dark()
 
     def wait_until_ready(self) -> Iterator[Step]:
         from engine.client import READY
@@ -103,13 +120,13 @@ class Tour:
         icon = self.desktop.tray.geometry()
         # Click near the icon's lower left corner: the menu opens there and leaves it in view.
         x, y = icon.left() + 2, icon.bottom() - 2
-        subprocess.Popen(["xdotool", "mousemove", str(x), str(y), "click", "3"])
+        subprocess.Popen(["xdotool", "mousemove", px(x), px(y), "click", "3"])
         menu = self.desktop.tray.menu
         yield (menu.isVisible, 10)
         yield (after(0.3), 2)
         models = menu.models_menu
         point = menu.mapToGlobal(menu.actionGeometry(models.menuAction()).center())
-        subprocess.Popen(["xdotool", "mousemove", str(point.x()), str(point.y())])
+        subprocess.Popen(["xdotool", "mousemove", px(point.x()), px(point.y())])
         yield (models.isVisible, 10)
         yield (after(0.6), 2)
         panel = icon.adjusted(-72, -icon.top(), 16, 4)  # the tray strip around the icon
@@ -122,7 +139,7 @@ class Tour:
 
         window = self.desktop.chat
         window.move(24, 48)
-        window.resize(600, 600)
+        place(window, 600, 540)
         window.show_and_raise()
         window.send("Hello")
         yield (lambda: not window.busy and window.last_stats is not None, 30)
@@ -151,7 +168,7 @@ class Tour:
         window = self.desktop.chat
         window.new_chat()
         window.move(24, 48)
-        window.resize(600, 360)
+        place(window, 600, 360)
         window.show_and_raise()
         window.send("Think first: what is 2+2?")  # the demo model's thinking dialogue
         yield (lambda: not window.busy and window.last_stats is not None, 30)
@@ -162,7 +179,7 @@ class Tour:
             return
         header.setPosition(header.selectionStart() + 3)
         point = view.viewport().mapToGlobal(view.cursorRect(header).center())
-        subprocess.Popen(["xdotool", "mousemove", str(point.x()), str(point.y()), "click", "1"])
+        subprocess.Popen(["xdotool", "mousemove", px(point.x()), px(point.y()), "click", "1"])
         yield (lambda: "2 plus 2 is 4." in view.toPlainText(), 10)
         subprocess.Popen(["xdotool", "mousemove", "900", "600"])  # the pointer out of the way
         yield (after(0.6), 2)
@@ -181,6 +198,39 @@ class Tour:
         grab(self.out / "model-manager.png", *region(dialog, margin=0))
         dialog.hide()
 
+    def dark(self) -> Iterator[Step]:
+        """The dark theme: the thinking reply again, and the hub search with a result picked."""
+        self.desktop.theme.set_choice("dark")
+        window = self.desktop.chat
+        window.move(24, 48)
+        place(window, 600, 360)
+        window.show_and_raise()
+        yield (after(0.6), 2)
+        grab(self.out / "chat-thinking-dark.png", *region(window, margin=0))
+        window.hide()
+        dialog = self.desktop.models_dialog()
+        dialog.move(24, 48)
+        dialog.tabs.setCurrentWidget(dialog.search)
+        dialog.show()
+        search = dialog.search
+        search.box.setText("tiny")
+        search.search_now()
+        yield (lambda: bool(search.results), 15)
+        search.select(search.results[0].repo)
+        yield (lambda: search.current is not None, 15)
+        yield (after(0.5), 2)
+        grab(self.out / "model-search-dark.png", *region(dialog, margin=0))
+        dialog.hide()
+
+
+def _search_hub(folder: Path) -> str:
+    """The tests' hub stand-in with the search fixture repos; returns its address."""
+    from tests.store.hub_server import HubConfig, HubServer
+    from tests.store.search_fixtures import add_search_repos
+
+    add_search_repos(folder)
+    return HubServer(HubConfig(root=folder)).start().url
+
 
 def run_app(out: Path) -> int:
     """The child process: the app on the display :func:`main` prepared, and the tour."""
@@ -198,7 +248,8 @@ def run_app(out: Path) -> int:
     settings = load_settings()
     settings.paths.ensure()
     greedy = ChatOptions(sampling=SamplingParams(temperature=0))
-    desktop = DesktopApp(settings, chat_options=greedy)
+    hub = _search_hub(settings.paths.cache_dir / "hub")
+    desktop = DesktopApp(settings, chat_options=greedy, hub_endpoint=hub)
     desktop.controller.state.welcomed = True  # the welcome is a first-run dialog; skip it
     desktop.start()
     tour = Tour(desktop, out)
@@ -280,8 +331,12 @@ def _desktop_session(env: dict[str, str], processes: list[subprocess.Popen[bytes
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--scale", type=float, default=SCALE[0], help="QT_SCALE_FACTOR")
+    parser.add_argument("--screen", default="x".join(map(str, SCREEN)), help="WIDTHxHEIGHT")
     parser.add_argument("--app", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    SCREEN[:] = [int(v) for v in args.screen.lower().split("x")]
+    SCALE[0] = args.scale
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.app:
@@ -307,8 +362,11 @@ def main() -> int:
                 "SIDELIGHT_STREAM_INTERVAL_MS": "0",
                 "QT_QPA_PLATFORM": "xcb",
                 "XDG_CONFIG_HOME": str(Path(home) / "xdg"),
+                "QT_SCALE_FACTOR": str(args.scale),
+                "QT_AUTO_SCREEN_SCALE_FACTOR": "0",
             }
             command = [sys.executable, __file__, "--app", "--out", str(args.out)]
+            command += ["--scale", str(args.scale), "--screen", args.screen]
             return subprocess.call(command, env=child, cwd=ROOT, timeout=300)
     finally:
         for process in reversed(processes):

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 import platformdirs
 
@@ -45,6 +45,10 @@ DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = (
     r"vscode-webview://[a-z0-9-]+",
     r"vscode-file://vscode-app",
 )
+
+
+# The desktop's colours: follow the system's light/dark setting, or force one.
+ThemeChoice = Literal["system", "light", "dark"]
 
 
 class SettingsError(ValueError):
@@ -142,6 +146,8 @@ class Settings:
     # The request inspector keeps each request's body (which may hold code) in memory for
     # "copy as curl"; off by default, and bodies are never written to disk.
     keep_request_bodies: bool = False
+    # The desktop app's colours: "system" follows the desktop's light/dark setting.
+    theme: ThemeChoice = "system"
 
     def with_overrides(self, **changes: Any) -> Settings:
         """Return a copy with command-line overrides applied (``None`` values ignored)."""
@@ -305,6 +311,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             "keep_request_bodies",
             False,
         ),
+        theme=_theme(pick("SIDELIGHT_THEME", "theme")),
         cpu=CpuSettings(
             pinning=_bool(pick("SIDELIGHT_CPU_PINNING", "cpu_pinning"), "cpu_pinning", False),
             threads=_int(pick("SIDELIGHT_CPU_THREADS", "cpu_threads"), "cpu_threads"),
@@ -333,6 +340,7 @@ CONFIG_KEYS = frozenset(
         "cpu_pinning",
         "cpu_threads",
         "models_dir",
+        "theme",
     }
 )
 
@@ -420,6 +428,15 @@ def _bool(value: Any, key: str, default: bool | None) -> bool | None:
     if text in {"auto", "default"}:
         return None
     raise SettingsError(f"{key} must be true, false or auto, got {value!r}")
+
+
+def _theme(value: Any) -> ThemeChoice | None:
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower()
+    if text not in get_args(ThemeChoice):
+        raise SettingsError(f"theme must be system, light or dark, got {value!r}")
+    return cast(ThemeChoice, text)
 
 
 def _list(value: Any) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QTabWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -44,6 +45,7 @@ from desktop.store_text import (
 )
 from desktop.taskman import TaskManager
 from desktop.views.convert_dialog import ConvertDialog
+from desktop.views.hub_search import HubSearch
 from desktop.views.installed_models import (
     InstalledModels,
     find_item,
@@ -58,6 +60,7 @@ from engine.store.catalog import Catalog, Fit, MachineInfo
 from engine.store.convert import ConvertRequest, ConvertToolsMissing, check_tools
 from engine.store.errors import Cancelled
 from engine.store.progress import Progress
+from engine.store.search import SizedResult
 
 logger = logging.getLogger(__name__)
 
@@ -161,9 +164,20 @@ class ModelManager(QDialog):
             "sizes and hashes. A cancelled download continues where it stopped."
         )
         note.setWordWrap(True)
+        catalog_page = QWidget()
+        catalog_layout = QVBoxLayout(catalog_page)
+        catalog_layout.addWidget(note)
+        catalog_layout.addWidget(self.catalog_view, 1)
+        self.search = HubSearch(
+            self.tasks, endpoint=self.hub_endpoint, token=self.controller.settings.hf_token
+        )
+        self.search.download_requested.connect(self.download_result)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(catalog_page, "Catalog")
+        self.tabs.addTab(self.search, "Search the hub")
+        self.tabs.currentChanged.connect(lambda _index: self._sync_buttons())
         layout = QVBoxLayout(self)
-        layout.addWidget(note)
-        layout.addWidget(self.catalog_view, 3)
+        layout.addWidget(self.tabs, 3)
         layout.addLayout(job_row)
         layout.addWidget(self.progress_label)
         layout.addWidget(self.installed, 2)
@@ -231,6 +245,7 @@ class ModelManager(QDialog):
         except Exception:
             logger.exception("cannot tell what fits this machine")
             return
+        self.search.set_machine(self.machine)
         self._fill_catalog()
 
     def _on_tools_checked(self, future: Future[None]) -> None:
@@ -262,7 +277,15 @@ class ModelManager(QDialog):
         entry_id = self.selected_entry_id()
         status = self._entry_status(entry_id) if entry_id else ""
         self.download_button.setText("Resume" if status == "Partly downloaded" else "Download")
-        self.download_button.setEnabled(not busy and entry_id is not None and status != "Installed")
+        self.download_button.setEnabled(
+            not busy
+            and entry_id is not None
+            and status != "Installed"
+            and self.tabs.currentIndex() == 0
+        )
+        self.search.set_busy(busy)
+        # The search tab has its own Download beside its file picker.
+        self.download_button.setVisible(self.tabs.currentIndex() == 0)
         self.cancel_button.setEnabled(busy)
         self.installed.set_busy(busy)
         self.import_button.setEnabled(not busy)
@@ -299,6 +322,35 @@ class ModelManager(QDialog):
                 store, request, endpoint=endpoint, token=token, progress=progress, cancel=cancel
             ),
             entry_id=entry.id,
+        )
+
+    def download_result(self, sized: SizedResult) -> None:
+        """Download a hub search result: an OpenVINO repo whole, a GGUF repo's chosen file."""
+        from engine.store.download import PullRequest, pull, pull_gguf
+
+        store, endpoint, token = (
+            self.controller.store,
+            self.hub_endpoint,
+            self.controller.settings.hf_token,
+        )
+        repo, filename = sized.model.repo, sized.gguf_file
+        if filename is None:
+            request = PullRequest(repo=repo)
+            self._run_job(
+                "download",
+                repo,
+                lambda cancel, progress: pull(
+                    store, request, endpoint=endpoint, token=token, progress=progress, cancel=cancel
+                ),
+            )
+            return
+        gguf = filename
+        self._run_job(
+            "download",
+            f"{repo} ({gguf})",
+            lambda cancel, progress: pull_gguf(
+                store, repo, gguf, endpoint=endpoint, token=token, progress=progress, cancel=cancel
+            ),
         )
 
     def import_gguf_file(self, path: Path) -> None:
@@ -385,6 +437,7 @@ class ModelManager(QDialog):
             self._show_entry_status(self._job_entry)
 
     def _job_done(self, kind: JobKind, title: str, future: Future[StoredModel | None]) -> None:
+        from_catalog = self._job_entry is not None
         self._cancel, self._job_kind, self._job_entry = None, None, None
         self.progress_bar.setRange(0, 1000)
         outcome: object
@@ -393,7 +446,8 @@ class ModelManager(QDialog):
         except Cancelled:
             outcome = "cancelled"
             self.progress_bar.reset()  # empty, no "0%"
-            resume = " Click Resume to continue where it stopped." if kind == "download" else ""
+            button = "Resume" if from_catalog else "Download"
+            resume = f" Click {button} to continue where it stopped." if kind == "download" else ""
             self._say(f"The {kind} of {title} was cancelled.{resume}")
         except (StoreError, ModelError, OSError) as exc:
             outcome = self._words(exc)

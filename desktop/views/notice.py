@@ -40,7 +40,7 @@ class NoticeBar(QFrame):
         super().__init__(parent)
         self.setObjectName("notice")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("#notice { background: #fff6d6; border: 1px solid #e3c770; }")
+        # Coloured by the application style sheet of desktop.theme (light or dark).
         self.label = QLabel()
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -26,7 +26,7 @@ from PySide6.QtCore import (
     Qt,
     QTimer,
 )
-from PySide6.QtGui import QBrush, QColor, QGuiApplication, QHideEvent, QShowEvent
+from PySide6.QtGui import QBrush, QGuiApplication, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop import theme
 from desktop.controller import Controller
 from desktop.icons import icon
 from desktop.views.screen import fit_to_screen
@@ -76,7 +77,7 @@ _WIDEST = {
     "Duration": "99.99 s",
 }
 _NUMERIC = frozenset({"Prompt", "Generated", "TTFT", "Tokens/s", "Duration"})
-_ERROR_COLOUR = QColor("#b3261e")
+_ERROR_COLOUR = theme.colour("error")  # live: follows the light/dark theme
 _BODIES_OFF_TIP = (
     "Turn on “Keep request bodies” to copy requests as curl. Only requests made after "
     "that can be copied."

@@ -17,7 +17,7 @@ import secrets
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -54,6 +54,11 @@ logger = logging.getLogger(__name__)
 KEY_PLACEHOLDER = "None: any key works on this computer"
 ORIGINS_PLACEHOLDER = "One per line, e.g. https://chat\\.example\\.org"
 PATH_MIN_CHARS = 28
+THEME_CHOICES = (
+    ("Follow the system (light or dark)", "system"),
+    ("Light", "light"),
+    ("Dark", "dark"),
+)
 
 
 class PathLabel(QLabel):
@@ -84,7 +89,10 @@ class PathLabel(QLabel):
 
 
 class SettingsDialog(QDialog):
-    """Edits what ``engine.settings`` reads from the config file."""
+    """Edits what ``engine.settings`` reads from the config file. ``theme_chosen(choice)``
+    is emitted once a save succeeded, so the app can recolour its windows at once."""
+
+    theme_chosen = Signal(str)
 
     def __init__(
         self, controller: Controller, autostart: Autostart | None, parent: QWidget | None = None
@@ -100,7 +108,7 @@ class SettingsDialog(QDialog):
         self._add_app_rows(form)
         self.error = QLabel()
         self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #c93434;")
+        self.error.setProperty("role", "error")  # coloured by desktop.theme
         self.error.hide()
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
@@ -118,6 +126,7 @@ class SettingsDialog(QDialog):
             self.api_key.textChanged,
             self.origins.textChanged,
             self.device.currentIndexChanged,
+            self.theme.currentIndexChanged,
             self.start_at_login.toggled,
         ):
             changed.connect(self._clear_error)
@@ -137,7 +146,7 @@ class SettingsDialog(QDialog):
         form.addRow("API key", self._key_row(settings))
         self.warning = QLabel()
         self.warning.setWordWrap(True)
-        self.warning.setStyleSheet("color: #b35c00;")
+        self.warning.setProperty("role", "warning")  # coloured by desktop.theme
         form.addRow("", self.warning)
         extra = [o for o in settings.allowed_origins if o not in DEFAULT_ALLOWED_ORIGINS]
         self.origins = QPlainTextEdit("\n".join(extra))
@@ -196,6 +205,11 @@ class SettingsDialog(QDialog):
             self.start_at_login.setChecked(self.autostart.is_enabled())
         form.addRow("Model folder", folder_row)
         form.addRow("Default device", self.device)
+        self.theme = QComboBox()
+        for label, choice in THEME_CHOICES:
+            self.theme.addItem(label, choice)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
+        form.addRow("Appearance", self.theme)
         form.addRow("", self.start_at_login)
 
     # ---- what the rows do --------------------------------------------------------------
@@ -281,6 +295,7 @@ class SettingsDialog(QDialog):
             "api_key": api_key,
             "allowed_origins": origins or None,
             "device": self.device.currentData() or settings.device,
+            "theme": self.theme.currentData() or settings.theme,
         }
         if self.models_dir.path != settings.paths.models_dir:
             values["models_dir"] = str(self.models_dir.path)
@@ -315,6 +330,7 @@ class SettingsDialog(QDialog):
             self._show_error(f"Saved, but start at login could not be changed: {error}")
             return
         logger.info("settings saved to %s", new_settings.paths.config_file)
+        self.theme_chosen.emit(new_settings.theme)
         self.accept()
 
     def _restore_config(self) -> None:

@@ -20,10 +20,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
+from desktop import theme
 from desktop.metrics import History, MemorySample, format_bytes, sample_memory
 
-MEMORY_COLOUR = QColor("#3d6fb6")
-RATE_COLOUR = QColor("#24944a")
+# Live colours of the light/dark theme (desktop.theme updates them in place).
+MEMORY_COLOUR = theme.colour("memory_line")
+RATE_COLOUR = theme.colour("rate_line")
 
 
 class Sparkline(QWidget):

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QEvent, QUrl
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
@@ -32,15 +32,16 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from desktop import theme
 from desktop.history import ChatMessage, ToolCallRecord
 
-CODE_BACKGROUND = QColor("#eef1f5")
-DIM = QColor("#8a8f98")
-ERROR = QColor("#c93434")
-THINKING_TEXT = QColor("#5f6670")
-# Grey with alpha: shading that reads on a light or a dark background alike.
-BOX_BACKGROUND = QColor(128, 128, 128, 24)
-BOX_BORDER = QColor(128, 128, 128, 90)
+# Live colours of the current light or dark theme (desktop.theme updates them in place).
+CODE_BACKGROUND = theme.colour("code_background")
+DIM = theme.colour("dim")
+ERROR = theme.colour("error")
+THINKING_TEXT = theme.colour("thinking_text")
+BOX_BACKGROUND = theme.colour("box_background")
+BOX_BORDER = theme.colour("box_border")
 DROPPED_NOTE = "Turns above are no longer sent to the model (dropped from the context)"
 THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
 _OPEN, _CLOSED = "▾", "▸"
@@ -339,6 +340,15 @@ class TranscriptView(QTextBrowser):
         self.moveCursor(QTextCursor.MoveOperation.End)
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    def changeEvent(self, event: QEvent) -> None:
+        """The light/dark theme changed: draw the conversation in the new colours."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            bar = self.verticalScrollBar()
+            keep = bar.value()
+            self._render()
+            bar.setValue(keep)
 
     def _render(self) -> None:
         count = len(self._messages) + 1  # the pending reply's index is len(messages)

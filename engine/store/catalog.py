@@ -12,7 +12,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.models import ModelTask
 from engine.resources import resource_path
@@ -24,6 +24,8 @@ GB = 1024**3
 # The OS, a browser and an IDE need room too: a model should leave this share free.
 _COMFORTABLE_SHARE = 0.6
 _TIGHT_SHARE = 0.85
+
+FitStatus = Literal["fits", "tight", "too-big", "no-device"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Fit:
     """How one catalog entry suits this machine."""
 
     entry: CatalogEntry
-    status: str  # "fits", "tight", "too-big" or "no-device"
+    status: FitStatus
     devices: tuple[str, ...]  # the entry's devices present here, best first
     reason: str
 
@@ -117,25 +119,35 @@ class Fit:
 
 def assess(entry: CatalogEntry, machine: MachineInfo) -> Fit:
     """Does ``entry`` fit ``machine``? Memory first, then a device it can run on."""
-    present = tuple(d for d in entry.devices if d in machine.device_kinds)
+    status, present, reason = assess_memory(entry.memory_gb, entry.devices, machine)
+    return Fit(entry, status, present, reason)
+
+
+def assess_memory(
+    memory_gb: float, devices: tuple[str, ...], machine: MachineInfo
+) -> tuple[FitStatus, tuple[str, ...], str]:
+    """Does a model needing ``memory_gb`` on one of ``devices`` fit ``machine``?
+
+    The catalog's entries and the hub's search results are judged alike. Returns the
+    status, the devices present here (best first) and the reason in words.
+    """
+    present = tuple(d for d in devices if d in machine.device_kinds)
     total_gb = machine.total_memory / GB
     if not present:
-        return Fit(entry, "no-device", (), f"needs {' or '.join(entry.devices)}; none found")
-    if entry.memory_gb > total_gb * _TIGHT_SHARE:
-        return Fit(
-            entry,
+        return "no-device", (), f"needs {' or '.join(devices)}; none found"
+    if memory_gb > total_gb * _TIGHT_SHARE:
+        return (
             "too-big",
             present,
-            f"needs about {entry.memory_gb:g} GB; this machine has {total_gb:.0f} GB",
+            f"needs about {memory_gb:g} GB; this machine has {total_gb:.0f} GB",
         )
-    if entry.memory_gb > total_gb * _COMFORTABLE_SHARE:
-        return Fit(
-            entry,
+    if memory_gb > total_gb * _COMFORTABLE_SHARE:
+        return (
             "tight",
             present,
-            f"needs about {entry.memory_gb:g} GB of {total_gb:.0f} GB: close other programs",
+            f"needs about {memory_gb:g} GB of {total_gb:.0f} GB: close other programs",
         )
-    return Fit(entry, "fits", present, f"needs about {entry.memory_gb:g} GB")
+    return "fits", present, f"needs about {memory_gb:g} GB"
 
 
 @dataclass(frozen=True)

@@ -356,3 +356,58 @@ def _report(callback: ProgressCallback | None, progress: Progress) -> None:
 
 def _gb(size: int) -> str:
     return f"{size / 1024**3:.2f} GB" if size >= 1024**3 else f"{size / 1024**2:.1f} MB"
+
+
+def pull_gguf(
+    store: ModelStore,
+    repo: str,
+    filename: str,
+    *,
+    model_id: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    disk_free: DiskFree = _disk_free,
+) -> StoredModel:
+    """Download one ``.gguf`` file of a hub repo and import it into the store.
+
+    The file is fetched like a repo's files (resumable in ``.partial/``, size and sha256
+    checked), then added with :func:`~engine.store.gguf_import.import_gguf`, which refuses a
+    file GenAI cannot load; the downloaded copy is removed once the store holds it.
+
+    Raises:
+        HubError, NotEnoughSpace, Cancelled, StoreError: as :func:`pull`.
+        ModelError: the file is not a GGUF model GenAI can load.
+    """
+    from engine.store.gguf_import import import_gguf
+
+    target = normalize_id(model_id) if model_id else id_from_name(Path(filename).stem)
+    if store.contains(target):
+        return store.get(target)
+    download_id = normalize_id(f"{target}.download")
+    with disk_errors(f"downloading {repo}/{filename}", store.root), store.lock(download_id):
+        _report(progress, Progress(phase="listing", item=repo))
+        listing = list_repo(repo, endpoint=endpoint, token=token)
+        remote = next((f for f in listing.files if f.path == filename), None)
+        if remote is None or not filename.lower().endswith(".gguf"):
+            raise StoreError(f"{repo} has no GGUF file named {filename}")
+        one = RepoListing(listing.repo, listing.commit, (remote,), listing.gated)
+        staging = store.partial_folder(download_id)
+        _prepare_staging(staging, one)
+        remaining = _remaining_bytes(staging, one)
+        free = disk_free(staging)
+        if remaining + DISK_MARGIN > free:
+            raise NotEnoughSpace(
+                f"{filename} needs {_gb(remaining)} more on disk "
+                f"(plus {_gb(DISK_MARGIN)} to spare); only {_gb(free)} is free in "
+                f"{store.root}"
+            )
+        meter = ByteMeter(remote.size, progress, cancel, done=remote.size - remaining)
+        _fetch(staging, one, remote, meter, endpoint=endpoint, token=token)
+        meter.report("verifying")
+        stored = import_gguf(
+            store, staging / remote.path, model_id=target, progress=progress, cancel=cancel
+        )
+        store.discard_partial(download_id)
+        return stored

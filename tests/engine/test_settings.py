@@ -106,3 +106,14 @@ def test_request_bodies_are_kept_only_when_switched_on(tmp_path: Path) -> None:
     assert load_settings({**env, "SIDELIGHT_KEEP_REQUEST_BODIES": "0"}).keep_request_bodies is False
     with pytest.raises(SettingsError, match="keep_request_bodies"):
         load_settings({**env, "SIDELIGHT_KEEP_REQUEST_BODIES": "sometimes"})
+
+
+def test_theme_follows_the_system_unless_chosen(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path)}
+    assert load_settings(env).theme == "system"
+    paths = load_settings(env).paths
+    save_config(paths, {"theme": "dark"})
+    assert load_settings(env).theme == "dark"
+    assert load_settings({**env, "SIDELIGHT_THEME": "Light"}).theme == "light"
+    with pytest.raises(SettingsError, match="theme must be system, light or dark, got 'blue'"):
+        load_settings({**env, "SIDELIGHT_THEME": "blue"})

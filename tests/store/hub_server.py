@@ -5,6 +5,11 @@ server through the real ``huggingface_hub`` client (pointed here with ``HF_ENDPO
 explicit ``endpoint``). It implements what ``HfApi.model_info``, ``list_repo_tree``,
 ``hf_hub_download``/``snapshot_download`` and ``get_hf_file_metadata``/``http_get`` use:
 
+* ``GET /api/models?search=&filter=&sort=&limit=`` (``HfApi.list_models``): repos whose id
+  contains ``search`` (case-insensitive) and whose tags hold every ``filter``, most
+  downloaded (or liked) first, as the hub's short listing shows them; tags are ``openvino``
+  for a repo with ``openvino_model.xml``, ``gguf`` for one with ``.gguf`` files, plus any in
+  the repo's optional ``.hub.json`` (``downloads``, ``likes``, ``pipeline_tag``, ``tags``);
 * ``GET /api/models/{repo}[/revision/{rev}]`` (``?blobs=true`` adds sizes, blob ids and LFS
   sha256 to ``siblings``);
 * ``GET /api/models/{repo}/tree/{rev}`` (recursive listing);
@@ -118,6 +123,24 @@ def repo_files(config: HubConfig, repo: str, cache: dict[Any, Any] | None = None
     return infos
 
 
+def repo_meta(config: HubConfig, repo: str) -> dict[str, Any]:
+    """A fixture repo's listing figures from its optional ``.hub.json``."""
+    path = config.root / repo / ".hub.json"
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def repo_tags(config: HubConfig, repo: str, files: list[FileInfo]) -> list[str]:
+    """The tags the hub would derive for a repo, plus the ones its ``.hub.json`` adds."""
+    tags = []
+    if any(f.path == "openvino_model.xml" for f in files):
+        tags.append("openvino")
+    if any(f.path.endswith(".gguf") for f in files):
+        tags.append("gguf")
+    extra = [str(t) for t in repo_meta(config, repo).get("tags", []) if str(t) not in tags]
+    return tags + extra
+
+
 def commit_of(files: list[FileInfo]) -> str:
     """A stable 40-hex "commit" for a repo's current contents."""
     digest = hashlib.sha1()
@@ -158,7 +181,9 @@ class _HubHandler(BaseHTTPRequestHandler):
         if self._bad_token():
             self._error(401, None, "Invalid credentials in Authorization header")
             return
-        if match := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?", path):
+        if path.rstrip("/") == "/api/models":
+            self._search(query)
+        elif match := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?", path):
             self._tree(match.group(1), match.group(2))
         elif match := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
             blobs = query.get("blobs", ["false"])[0].lower() == "true"
@@ -215,10 +240,44 @@ class _HubHandler(BaseHTTPRequestHandler):
             "gated": "manual" if repo in self.config.gated else False,
             "downloads": 0,
             "likes": 0,
-            "tags": ["openvino"],
+            "tags": repo_tags(self.config, repo, files),
             "siblings": siblings,
         }
         self._json(body)
+
+    def _search(self, query: dict[str, list[str]]) -> None:
+        words = query.get("search", [""])[0].lower()
+        wanted = set(query.get("filter", []))
+        sort = query.get("sort", ["downloads"])[0]
+        limit = int(query.get("limit", ["1000"])[0])
+        items = []
+        for folder in sorted(p for p in self.config.root.glob("*/*") if p.is_dir()):
+            repo = folder.relative_to(self.config.root).as_posix()
+            if words not in repo.lower():
+                continue
+            files = repo_files(self.config, repo, self.cache)
+            tags = repo_tags(self.config, repo, files)
+            if not wanted <= set(tags):
+                continue
+            meta = repo_meta(self.config, repo)
+            items.append(
+                {
+                    "_id": commit_of(files)[:24],
+                    "id": repo,
+                    "likes": int(meta.get("likes", 0)),
+                    "trendingScore": 0,
+                    "private": False,
+                    "downloads": int(meta.get("downloads", 0)),
+                    "tags": tags,
+                    "pipeline_tag": meta.get("pipeline_tag", "text-generation"),
+                    "library_name": "openvino" if "openvino" in tags else "gguf",
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "modelId": repo,
+                }
+            )
+        if sort in {"downloads", "likes"}:
+            items.sort(key=lambda item: item[sort], reverse=True)
+        self._json(items[:limit])
 
     def _tree(self, repo: str, revision: str) -> None:
         found = self._repo(repo, revision)

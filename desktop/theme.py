@@ -1,0 +1,293 @@
+"""Light and dark themes: the one place the desktop's colours come from.
+
+:class:`ThemeManager` picks the scheme (the ``theme`` setting: ``system`` follows the
+desktop through ``QStyleHints.colorScheme()``; a desktop that gives no hint, such as a bare
+X session, gets light), sets the application palette and an application style sheet for the
+few widgets styled by name (the notice bar, error and warning lines), and follows the system
+live through ``colorSchemeChanged``.
+
+Views never write a colour literal: they take :func:`colour` (a ``QColor`` this module
+updates in place when the scheme changes, so module-level constants stay right) or the
+palette's roles, and repaint on ``QEvent.PaletteChange``. Every foreground/background pair
+in :data:`CONTRAST_PAIRS` is kept above WCAG's 4.5:1 for text (tests check it).
+
+Threading: GUI thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+
+from engine.settings import ThemeChoice
+
+logger = logging.getLogger(__name__)
+
+Scheme = Literal["light", "dark"]
+
+# Names of the colours views use, beside the standard palette roles.
+ColourName = Literal[
+    "window",
+    "window_text",
+    "base",
+    "alternate_base",
+    "text",
+    "button",
+    "button_text",
+    "highlight",
+    "highlighted_text",
+    "link",
+    "tooltip_base",
+    "tooltip_text",
+    "placeholder",
+    "disabled_text",
+    "dim",
+    "error",
+    "warning",
+    "thinking_text",
+    "code_background",
+    "box_background",
+    "box_border",
+    "notice_background",
+    "notice_border",
+    "notice_text",
+    "memory_line",
+    "rate_line",
+]
+
+
+@dataclass(frozen=True)
+class ThemeColours:
+    """One scheme's colours (``#rrggbb`` or ``#aarrggbb``)."""
+
+    values: dict[str, str]
+
+    def qcolor(self, name: ColourName) -> QColor:
+        return QColor(self.values[name])
+
+
+LIGHT = ThemeColours(
+    {
+        "window": "#f3f4f6",
+        "window_text": "#1d1f23",
+        "base": "#ffffff",
+        "alternate_base": "#f5f6f8",
+        "text": "#1d1f23",
+        "button": "#e9ebef",
+        "button_text": "#1d1f23",
+        "highlight": "#2f64b8",
+        "highlighted_text": "#ffffff",
+        "link": "#1f56a8",
+        "tooltip_base": "#fffbe6",
+        "tooltip_text": "#1d1f23",
+        "placeholder": "#6b7079",
+        "disabled_text": "#8a8f98",
+        "dim": "#626771",
+        "error": "#b3261e",
+        "warning": "#8f4a00",
+        "thinking_text": "#555b64",
+        "code_background": "#eef1f5",
+        "box_background": "#f1f2f4",
+        "box_border": "#c4c7cc",
+        "notice_background": "#fff6d6",
+        "notice_border": "#e3c770",
+        "notice_text": "#3b3000",
+        "memory_line": "#3d6fb6",
+        "rate_line": "#1f7f3f",
+    }
+)
+
+DARK = ThemeColours(
+    {
+        "window": "#1e2024",
+        "window_text": "#e6e7ea",
+        "base": "#282b30",
+        "alternate_base": "#2d3035",
+        "text": "#e6e7ea",
+        "button": "#33363c",
+        "button_text": "#e6e7ea",
+        "highlight": "#3d74c9",
+        "highlighted_text": "#ffffff",
+        "link": "#8ab4f8",
+        "tooltip_base": "#2c2f34",
+        "tooltip_text": "#e6e7ea",
+        "placeholder": "#9aa0a9",
+        "disabled_text": "#7b8089",
+        "dim": "#a2a7b0",
+        "error": "#ff8a80",
+        "warning": "#ffb86b",
+        "thinking_text": "#b4b9c1",
+        "code_background": "#33363c",
+        "box_background": "#31343a",
+        "box_border": "#565b64",
+        "notice_background": "#3a3216",
+        "notice_border": "#806a26",
+        "notice_text": "#f3e6b3",
+        "memory_line": "#7fa8e8",
+        "rate_line": "#6fcf8f",
+    }
+)
+
+SCHEMES: dict[Scheme, ThemeColours] = {"light": LIGHT, "dark": DARK}
+
+# (text, background, minimum ratio): text needs 4.5:1 (WCAG AA); the chart lines 3:1.
+CONTRAST_PAIRS: tuple[tuple[ColourName, ColourName, float], ...] = (
+    ("text", "base", 4.5),
+    ("window_text", "window", 4.5),
+    ("text", "alternate_base", 4.5),
+    ("button_text", "button", 4.5),
+    ("highlighted_text", "highlight", 4.5),
+    ("link", "base", 4.5),
+    ("tooltip_text", "tooltip_base", 4.5),
+    ("placeholder", "base", 4.5),
+    ("dim", "base", 4.5),
+    ("error", "base", 4.5),
+    ("error", "window", 4.5),
+    ("warning", "window", 4.5),
+    ("thinking_text", "box_background", 4.5),
+    ("text", "box_background", 4.5),
+    ("dim", "box_background", 4.5),
+    ("text", "code_background", 4.5),
+    ("notice_text", "notice_background", 4.5),
+    ("memory_line", "base", 3.0),
+    ("rate_line", "base", 3.0),
+)
+
+# The live colours views hold; updated in place by ThemeManager.apply().
+_LIVE: dict[str, QColor] = {name: LIGHT.qcolor(name) for name in LIGHT.values}  # type: ignore[arg-type]
+
+
+def colour(name: ColourName) -> QColor:
+    """The current scheme's colour ``name``: the same object across scheme changes."""
+    return _LIVE[name]
+
+
+def relative_luminance(value: QColor) -> float:
+    """WCAG 2 relative luminance of an opaque colour."""
+
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return (
+        0.2126 * channel(value.redF())
+        + 0.7152 * channel(value.greenF())
+        + 0.0722 * channel(value.blueF())
+    )
+
+
+def contrast_ratio(foreground: QColor, background: QColor) -> float:
+    """WCAG 2 contrast ratio (1 to 21) of two opaque colours."""
+    a, b = relative_luminance(foreground), relative_luminance(background)
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def palette_for(colours: ThemeColours) -> QPalette:
+    """A full QPalette (active, inactive and disabled groups) for one scheme."""
+    palette = QPalette()
+    role = QPalette.ColorRole
+    roles = {
+        role.Window: "window",
+        role.WindowText: "window_text",
+        role.Base: "base",
+        role.AlternateBase: "alternate_base",
+        role.Text: "text",
+        role.Button: "button",
+        role.ButtonText: "button_text",
+        role.Highlight: "highlight",
+        role.HighlightedText: "highlighted_text",
+        role.Link: "link",
+        role.LinkVisited: "link",
+        role.ToolTipBase: "tooltip_base",
+        role.ToolTipText: "tooltip_text",
+        role.PlaceholderText: "placeholder",
+        role.BrightText: "error",
+    }
+    for palette_role, name in roles.items():
+        palette.setColor(palette_role, colours.qcolor(name))  # type: ignore[arg-type]
+    disabled = QPalette.ColorGroup.Disabled
+    for palette_role in (role.WindowText, role.Text, role.ButtonText):
+        palette.setColor(disabled, palette_role, colours.qcolor("disabled_text"))
+    # Fusion draws frames and bevels from these.
+    button = colours.qcolor("button")
+    palette.setColor(role.Light, button.lighter(130))
+    palette.setColor(role.Midlight, button.lighter(115))
+    palette.setColor(role.Mid, colours.qcolor("box_border"))
+    palette.setColor(role.Dark, button.darker(150))
+    palette.setColor(role.Shadow, QColor("#000000"))
+    return palette
+
+
+def style_sheet_for(colours: ThemeColours) -> str:
+    """The application style sheet: only widgets styled by name or role property."""
+    v = colours.values
+    return (
+        f"#notice {{ background: {v['notice_background']}; border: 1px solid "
+        f"{v['notice_border']}; }}\n"
+        f"#notice QLabel {{ color: {v['notice_text']}; }}\n"
+        f'QLabel[role="error"] {{ color: {v["error"]}; }}\n'
+        f'QLabel[role="warning"] {{ color: {v["warning"]}; }}\n'
+    )
+
+
+def theme_choice(text: str) -> ThemeChoice:
+    """``text`` as a theme choice (anything unknown follows the system)."""
+    return cast(ThemeChoice, text) if text in get_args(ThemeChoice) else "system"
+
+
+def system_scheme() -> Scheme:
+    """The desktop's scheme; light when it gives no hint (e.g. Linux without a desktop)."""
+    hints = QGuiApplication.styleHints()
+    return "dark" if hints.colorScheme() == Qt.ColorScheme.Dark else "light"
+
+
+class ThemeManager(QObject):
+    """Applies the chosen scheme to the application and follows the system's changes.
+
+    ``changed(scheme)`` is emitted after the palette and the live colours changed.
+    """
+
+    changed = Signal(str)
+
+    def __init__(self, choice: ThemeChoice = "system", parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.choice: ThemeChoice = choice
+        self.scheme: Scheme | None = None
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._on_system_changed)
+
+    def set_choice(self, choice: ThemeChoice) -> None:
+        self.choice = choice
+        self.apply()
+
+    def wanted(self) -> Scheme:
+        return system_scheme() if self.choice == "system" else self.choice
+
+    def apply(self, scheme: Scheme | None = None) -> Scheme:
+        """Switch to ``scheme`` (default: what the choice says now); returns it."""
+        scheme = scheme or self.wanted()
+        colours = SCHEMES[scheme]
+        for name, value in colours.values.items():
+            _LIVE[name].setRgba(QColor(value).rgba())
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication):
+            from PySide6.QtWidgets import QApplication
+
+            QGuiApplication.setPalette(palette_for(colours))
+            if isinstance(app, QApplication):
+                if app.style().name().lower() != "fusion":
+                    # Native Windows and macOS styles ignore parts of a custom palette.
+                    app.setStyle("Fusion")
+                app.setStyleSheet(style_sheet_for(colours))
+        changed = scheme != self.scheme
+        self.scheme = scheme
+        logger.info("theme: %s (%s)", scheme, self.choice)
+        if changed:
+            self.changed.emit(scheme)
+        return scheme
+
+    def _on_system_changed(self, scheme: Qt.ColorScheme) -> None:
+        if self.choice == "system":
+            self.apply("dark" if scheme == Qt.ColorScheme.Dark else "light")
