@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
 from desktop.chat import count_text_tokens, error_text
 from desktop.controller import Controller
 from desktop.history import Attachment
-from desktop.taskman import TaskManager
+from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.transcript import chip_text, size_text
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,7 @@ class PendingAttachments(QWidget):
         self.tasks = tasks
         self.items: list[Attachment] = []
         self.counting = 0
+        self._workers: list[StreamWorker] = []  # kept alive until their count arrives
         self._layout = QHBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self._layout.addStretch(1)
@@ -128,9 +129,11 @@ class PendingAttachments(QWidget):
 
         def done() -> None:
             self.counting -= 1
+            self._workers.remove(worker)
             self.changed.emit()
 
         worker = self.tasks.stream(count)
+        self._workers.append(worker)
         worker.yielded.connect(counted)
         worker.errored.connect(failed)
         worker.done.connect(done)

@@ -83,7 +83,7 @@ STOP_KEYS = QKeySequence("Ctrl+.")
 FOCUS_KEYS = QKeySequence("Ctrl+L")
 COPY_KEYS = QKeySequence("Ctrl+Shift+C")
 QUIT_KEYS = QKeySequence("Ctrl+Q")
-SETTINGS_KEYS = QKeySequence("Ctrl+Shift+S")
+SETTINGS_KEYS = QKeySequence("Ctrl+,")
 ATTACH_KEYS = QKeySequence("Ctrl+O")
 PASTE_KEYS = QKeySequence("Ctrl+Shift+V")
 

@@ -17,7 +17,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QAction, QContextMenuEvent, QGuiApplication, QKeySequence
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QMenu
 
 from desktop.history import ChatMessage
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 REGENERATE_KEYS = QKeySequence("Ctrl+R")
 EDIT_KEYS = QKeySequence("Ctrl+E")
+MENU_KEYS = QKeySequence(Qt.Key.Key_Menu)
 
 
 class MessageActions:
@@ -43,8 +44,14 @@ class MessageActions:
         self.editing: int | None = None
         transcript = window.transcript
         transcript.action_handler = self.run
-        transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
-        transcript.contextMenuEvent = self._context_menu  # type: ignore[method-assign]
+        transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        transcript.customContextMenuRequested.connect(self._context_menu)
+        for keys in (MENU_KEYS, QKeySequence("Shift+F10")):
+            # The keyboard's menu on the message the text cursor is in (platforms differ in
+            # whether the Menu key alone opens a context menu).
+            shortcut = QShortcut(keys, transcript)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(self._menu_at_cursor)
         self.regenerate_action = self._shortcut(
             "Regenerate the last reply", REGENERATE_KEYS, self.regenerate_last
         )
@@ -183,20 +190,25 @@ class MessageActions:
 
     # ---- the context menu --------------------------------------------------------------
 
-    def _context_menu(self, event: QContextMenuEvent) -> None:
+    def _menu_at_cursor(self) -> None:
         transcript = self.window.transcript
-        if event.reason() == QContextMenuEvent.Reason.Mouse:
-            index = transcript.message_under(event.pos())
-        else:
+        self._context_menu(transcript.cursorRect().center())
+
+    def _context_menu(self, point: QPoint) -> None:
+        """The standard menu (copy, select all) plus the actions of the message at ``point``
+        (viewport coordinates: the mouse, or the text cursor for the Menu key)."""
+        transcript = self.window.transcript
+        index = transcript.message_under(point)
+        if index is None:
             index = transcript.focused_message()
-        menu = transcript.createStandardContextMenu(event.pos())
+        menu = transcript.createStandardContextMenu(point)
         if index is not None and index < len(self.messages):
             menu.addSeparator()
             for name in message_actions(self.messages[index]):
                 action = menu.addAction(f"{ACTION_LABELS[name]} this message")
                 action.triggered.connect(lambda _=False, n=name, i=index: self.run(n, i))
                 action.setEnabled(name == "copy" or not self.window.busy)
-        self._open(menu, event.globalPos())
+        self._open(menu, transcript.viewport().mapToGlobal(point))
 
     def _open(self, menu: QMenu, at: QPoint) -> None:
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

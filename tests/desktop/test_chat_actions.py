@@ -26,6 +26,13 @@ CTRL = Qt.KeyboardModifier.ControlModifier
 CTRL_SHIFT = CTRL | Qt.KeyboardModifier.ShiftModifier
 
 
+def active_chat(qtbot: QtBot, desktop: DesktopApp) -> ChatWindow:
+    """The chat as the active window, ready for window shortcuts."""
+    window = ready_chat(qtbot, desktop)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    return window
+
+
 def type_and_send(qtbot: QtBot, window: ChatWindow, text: str) -> None:
     qtbot.keyClicks(window.input, text)
     qtbot.keyClick(window.input, Qt.Key.Key_Return)
@@ -53,7 +60,7 @@ def click_link(qtbot: QtBot, window: ChatWindow, href: str) -> None:
 def test_copy_regenerate_edit_and_delete_by_mouse_and_keyboard(
     qtbot: QtBot, desktop: DesktopApp, dialogues: dict[str, Any]
 ) -> None:
-    window = ready_chat(qtbot, desktop)
+    window = active_chat(qtbot, desktop)
     hello = dialogue(dialogues, "hello")["reply"]
     with qtbot.waitSignal(window.reply_finished, timeout=30000):
         type_and_send(qtbot, window, "Hello")
@@ -108,7 +115,7 @@ def test_copy_regenerate_edit_and_delete_by_mouse_and_keyboard(
 
 
 def test_the_context_menu_offers_the_message_actions(qtbot: QtBot, desktop: DesktopApp) -> None:
-    window = ready_chat(qtbot, desktop)
+    window = active_chat(qtbot, desktop)
     with qtbot.waitSignal(window.reply_finished, timeout=30000):
         type_and_send(qtbot, window, "Hello")
     view = window.transcript
@@ -130,7 +137,7 @@ def test_the_context_menu_offers_the_message_actions(qtbot: QtBot, desktop: Desk
 def test_each_reply_shows_its_figures_kept_after_reopening(
     qtbot: QtBot, desktop: DesktopApp
 ) -> None:
-    window = ready_chat(qtbot, desktop)
+    window = active_chat(qtbot, desktop)
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         type_and_send(qtbot, window, "Hello")
     stats = finished.args[0]
@@ -173,7 +180,7 @@ def _in_dialog(qtbot: QtBot, act: Any) -> None:
 def test_chat_settings_are_kept_with_the_chat_and_applied(
     qtbot: QtBot, desktop: DesktopApp
 ) -> None:
-    window = ready_chat(qtbot, desktop)
+    window = active_chat(qtbot, desktop)
 
     def choose(dialog: ChatSettingsDialog) -> None:
         dialog.max_tokens.setFocus()
@@ -188,7 +195,7 @@ def test_chat_settings_are_kept_with_the_chat_and_applied(
         dialog.preset.activated.emit(index)
 
     _in_dialog(qtbot, choose)
-    qtbot.keyClick(window.input, Qt.Key.Key_S, CTRL_SHIFT)
+    qtbot.keyClick(window.input, Qt.Key.Key_Comma, CTRL)
     chosen = window.conversation.settings
     assert (chosen.max_tokens, chosen.temperature) == (5, 0.0)
     assert window.system_prompt.text() == PRESETS["Concise"]
@@ -208,7 +215,7 @@ def test_chat_settings_are_kept_with_the_chat_and_applied(
         qtbot.keyClicks(dialog.context_limit, "60")
 
     _in_dialog(qtbot, limit)
-    qtbot.keyClick(window.input, Qt.Key.Key_S, CTRL_SHIFT)
+    qtbot.mouseClick(window.settings_button, Qt.MouseButton.LeftButton)
     assert window.conversation.settings.context_limit == 60
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         type_and_send(qtbot, window, "Tell me a long story about " + "a very long river " * 3)
@@ -225,7 +232,7 @@ def test_attach_a_text_file_and_pasted_code(
     qtbot: QtBot, desktop: DesktopApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The file dialog is the one stand-in (a native dialog cannot be driven offscreen)."""
-    window = ready_chat(qtbot, desktop)
+    window = active_chat(qtbot, desktop)
     notes = tmp_path / "notes.txt"
     notes.write_text("The river is long.\nIt runs to the sea.\n", encoding="utf-8")
     picked = [str(notes)]
