@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from desktop.chat import count_text_tokens, error_text
 from desktop.controller import Controller
@@ -85,6 +86,20 @@ class PendingAttachments(QWidget):
             self.refused.emit(str(exc))
             return
         self.add_text(path.name, text)
+
+    def pick_file(self) -> bool:
+        """Ask for a file and attach it; False when none was picked."""
+        name, _ = QFileDialog.getOpenFileName(self.window(), "Attach a text file — Sidelight")
+        if name:
+            self.add_file(Path(name))
+        return bool(name)
+
+    def paste(self, earlier: int) -> None:
+        """The clipboard's text as an attached file (pasted code stays out of the message
+        box); ``earlier`` attachments of the chat number it ("pasted-3.txt")."""
+        text = QGuiApplication.clipboard().text()
+        if text.strip():
+            self.add_text(f"pasted-{earlier + len(self.items) + 1}.txt", text)
 
     def add_text(self, name: str, text: str) -> None:
         """Attach ``text`` (pasted code: ``name`` like "pasted-1.txt")."""
@@ -158,7 +173,7 @@ class PendingAttachments(QWidget):
         row.setContentsMargins(6, 2, 2, 2)
         tokens = item["tokens"]
         if tokens < 0:
-            label = QLabel(f"📎 {item['name']} · {size_text(item['size'])} · counting…")
+            label = QLabel(f"Attached: {item['name']} · {size_text(item['size'])} · counting…")
         else:
             label = QLabel(chip_text(item["name"], item["size"], tokens))
         label.setObjectName("attachmentChip")

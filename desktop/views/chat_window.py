@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -28,7 +27,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLineEdit,
     QMenu,
@@ -570,18 +568,12 @@ class ChatWindow(RefusedMessages, QWidget):
             self.history.save(self.conversation, touch=False)
 
     def attach_file(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(self, "Attach a text file — Sidelight")
-        if name:
-            self.pending_attachments.add_file(Path(name))
+        if self.pending_attachments.pick_file():
             self.input.setFocus()
 
     def paste_attachment(self) -> None:
-        """The clipboard's text as an attached file (pasted code stays out of the box)."""
-        text = QGuiApplication.clipboard().text()
-        if text.strip():
-            count = sum(1 for m in self.conversation.messages for _ in m.get("attachments", []))
-            number = count + len(self.pending_attachments.items) + 1
-            self.pending_attachments.add_text(f"pasted-{number}.txt", text)
+        earlier = sum(len(m.get("attachments", [])) for m in self.conversation.messages)
+        self.pending_attachments.paste(earlier)
 
     def _on_renamed(self, conversation_id: str) -> None:
         if conversation_id == self.conversation.id:

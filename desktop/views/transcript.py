@@ -141,7 +141,8 @@ def size_text(size: int) -> str:
 
 
 def chip_text(name: str, size: int, tokens: int) -> str:
-    return f"📎 {name} · {size_text(size)} · {tokens} tokens"
+    """An attachment as its chip reads (plain text: no emoji font is needed)."""
+    return f"Attached: {name} · {size_text(size)} · {tokens} tokens"
 
 
 def message_actions(message: ChatMessage) -> list[str]:
