@@ -132,6 +132,16 @@ def test_the_context_menu_offers_the_message_actions(qtbot: QtBot, desktop: Desk
     edit.trigger()
     menu.close()
     assert window.input.toPlainText() == "Hello"
+    window.message_actions.cancel_edit()
+
+    # Tab walks the transcript's links; Enter runs the one in focus (here: copy "Hello").
+    view.setFocus()
+    view.moveCursor(QTextCursor.MoveOperation.Start)
+    QGuiApplication.clipboard().clear()
+    qtbot.keyClick(view, Qt.Key.Key_Tab)
+    assert view.textCursor().charFormat().anchorHref() == "action:copy/0"
+    qtbot.keyClick(view, Qt.Key.Key_Return)
+    assert QGuiApplication.clipboard().text() == "Hello"
 
 
 def test_each_reply_shows_its_figures_kept_after_reopening(
