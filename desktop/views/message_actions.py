@@ -42,6 +42,7 @@ class MessageActions:
     def __init__(self, window: ChatWindow) -> None:
         self.window = window
         self.editing: int | None = None
+        self.last_menu: QMenu | None = None  # the context menu open last (tests read it)
         transcript = window.transcript
         transcript.action_handler = self.run
         transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
