@@ -9,6 +9,7 @@ runs :meth:`ReplyJob.events` on the task manager's asyncio loop.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -29,6 +30,7 @@ class ChatOptions:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     thinking: bool | None = None  # switch a reasoning model's thinking on or off
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call
+    context_limit: int | None = None  # the chat's own limit on prompt + reply tokens
 
 
 @dataclass(frozen=True)
@@ -165,18 +167,20 @@ class ReplyJob:
         """
         if self._model is None:
             raise APIError(503, "no model is loaded", code="engine_idle")
-        generation = await self._pipeline.start(
-            GenerateRequest(
-                model=self._model,
-                dialect="desktop",
-                messages=self._messages,
-                max_tokens=self._options.max_tokens,
-                sampling=self._options.sampling,
-                thinking=self._options.thinking,
-                tools=list(self._options.tools),
-                split_reasoning=True,
-            )
+        request = GenerateRequest(
+            model=self._model,
+            dialect="desktop",
+            messages=self._messages,
+            max_tokens=self._options.max_tokens,
+            sampling=self._options.sampling,
+            thinking=self._options.thinking,
+            tools=list(self._options.tools),
+            split_reasoning=True,
         )
+        limit = self._options.context_limit
+        if limit is not None:
+            request = await self._within_limit(request, limit)
+        generation = await self._pipeline.start(request)
         with self._lock:
             self._generation = generation
             stop_now = self._stop_requested
@@ -201,6 +205,23 @@ class ReplyJob:
                 stats = ReplyStats.from_done(event)
                 yield ReplyDone(stats, "".join(text), "".join(thinking), tuple(calls))
 
+    async def _within_limit(self, request: GenerateRequest, limit: int) -> GenerateRequest:
+        """Refuse a prompt over the chat's context limit (as the engine refuses one over the
+        model's, so the same notice follows), else cap the reply to the room left."""
+        prompt_tokens = await count_tokens(self._pipeline, request)
+        room = limit - prompt_tokens
+        if room <= 0:
+            raise APIError(
+                400,
+                f"this chat's context limit is {limit} tokens and the conversation takes "
+                f"{prompt_tokens}",
+                code="context_length_exceeded",
+            )
+        wanted = request.max_tokens
+        return dataclasses.replace(
+            request, max_tokens=room if wanted is None else min(wanted, room), cap_max_tokens=True
+        )
+
     def stop(self) -> None:
         """Ask the engine to end the reply; a ``cancelled`` :class:`ReplyDone` follows."""
         with self._lock:
@@ -208,6 +229,26 @@ class ReplyJob:
             generation = self._generation
         if generation is not None:
             generation.cancel()
+
+
+async def count_tokens(pipeline: Pipeline, request: GenerateRequest) -> int:
+    """The prompt's tokens as the model counts them (the engine's count path: templated and
+    tokenized, nothing generated)."""
+    counting = dataclasses.replace(request, count_only=True, max_tokens=1, cap_max_tokens=True)
+    generation = await pipeline.start(counting)
+    generation.cancel()
+    return generation.started.prompt_tokens
+
+
+async def count_text_tokens(pipeline: Pipeline, model: str | None, text: str) -> int:
+    """Tokens of ``text`` alone as one user message (the chat template's few tokens around
+    it included)."""
+    if model is None:
+        raise APIError(503, "no model is loaded", code="engine_idle")
+    request = GenerateRequest(
+        model=model, dialect="desktop", messages=[{"role": "user", "content": text}]
+    )
+    return await count_tokens(pipeline, request)
 
 
 def error_text(exc: BaseException) -> str:

@@ -38,6 +38,42 @@ class ToolCallRecord(TypedDict):
     arguments: str
 
 
+class ReplyFigures(TypedDict):
+    """How a reply was generated, from the pipeline's Done timings and usage."""
+
+    tokens: int
+    tokens_per_second: float | None
+    ttft_seconds: float | None
+
+
+class Attachment(TypedDict):
+    """A text file (or pasted code) sent with a user message: shown as a chip, its ``text``
+    sent to the model inside the message."""
+
+    name: str
+    size: int  # bytes
+    tokens: int  # as the model's tokenizer counts the text
+    text: str
+
+
+@dataclass
+class ChatSettings:
+    """Generation settings of one chat (``None``: the model's default / its full context)."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    context_limit: int | None = None  # tokens the prompt and reply may use together
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChatSettings:
+        max_tokens, limit = data.get("max_tokens"), data.get("context_limit")
+        return cls(
+            temperature=_float_or_none(data.get("temperature")),
+            max_tokens=None if max_tokens is None else int(max_tokens),
+            context_limit=None if limit is None else int(limit),
+        )
+
+
 class ChatMessage(TypedDict):
     """One entry of a conversation. ``error`` entries are shown only, never sent."""
 
@@ -50,6 +86,8 @@ class ChatMessage(TypedDict):
     thinking: NotRequired[str]  # assistant: a reasoning model's thinking before the answer
     thinking_seconds: NotRequired[float]  # assistant: how long it thought
     calls: NotRequired[list[ToolCallRecord]]  # assistant: the tools it called
+    figures: NotRequired[ReplyFigures]  # assistant: tokens, tokens/s, time to first token
+    attachments: NotRequired[list[Attachment]]  # user: files sent with the message
 
 
 def sent_to_model(message: ChatMessage) -> bool:
@@ -70,6 +108,7 @@ class Conversation:
     messages: list[ChatMessage] = field(default_factory=list)
     model: str | None = None  # the model of the last reply (older files: of every reply)
     name: str | None = None
+    settings: ChatSettings = field(default_factory=ChatSettings)
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
 
@@ -128,15 +167,25 @@ class Conversation:
             messages=[_message(m) for m in data.get("messages", [])],
             model=data.get("model"),
             name=str(data["name"]) if data.get("name") else None,
+            settings=ChatSettings.from_dict(data.get("settings") or {}),
             created=float(data.get("created", 0)),
             updated=float(data.get("updated", 0)),
         )
 
 
+def message_text(message: ChatMessage) -> str:
+    """The message as the model reads it: what was typed, then each attachment's text in a
+    fence named after its file."""
+    parts = [message["content"]] if message["content"] else []
+    for attached in message.get("attachments", []):
+        parts.append(f"Attached file {attached['name']}:\n```\n{attached['text']}\n```")
+    return "\n\n".join(parts)
+
+
 def _engine_turn(message: ChatMessage) -> dict[str, Any]:
     """One turn as the pipeline takes it. Thinking goes as ``reasoning_content`` and the
     chat template decides: Qwen3's and DeepSeek's leave past thinking out of the prompt."""
-    turn: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+    turn: dict[str, Any] = {"role": message["role"], "content": message_text(message)}
     if message.get("thinking"):
         turn["reasoning_content"] = message["thinking"]
     if message.get("calls"):
@@ -167,7 +216,28 @@ def _message(data: dict[str, Any]) -> ChatMessage:
         message["thinking_seconds"] = float(data["thinking_seconds"])
     if data.get("calls"):
         message["calls"] = [_call(c) for c in data["calls"]]
+    figures = data.get("figures")
+    if isinstance(figures, dict):
+        message["figures"] = ReplyFigures(
+            tokens=int(figures.get("tokens", 0)),
+            tokens_per_second=_float_or_none(figures.get("tokens_per_second")),
+            ttft_seconds=_float_or_none(figures.get("ttft_seconds")),
+        )
+    if data.get("attachments"):
+        message["attachments"] = [
+            Attachment(
+                name=str(a["name"]),
+                size=int(a["size"]),
+                tokens=int(a["tokens"]),
+                text=str(a["text"]),
+            )
+            for a in data["attachments"]
+        ]
     return message
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _call(data: dict[str, Any]) -> ToolCallRecord:

@@ -13,6 +13,7 @@ Threading: GUI thread only.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -53,13 +54,17 @@ from desktop.history import (
     ChatHistory,
     ChatMessage,
     Conversation,
+    ReplyFigures,
     ToolCallRecord,
-    sent_to_model,
 )
 from desktop.icons import icon
 from desktop.taskman import StreamWorker, TaskManager
+from desktop.views.attachments import PendingAttachments
 from desktop.views.chat_list import ChatList
-from desktop.views.notice import NoticeAction, NoticeBar
+from desktop.views.chat_settings import ChatSettingsDialog
+from desktop.views.message_actions import MessageActions
+from desktop.views.notice import NoticeBar
+from desktop.views.refusal import RefusedMessages
 from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, TranscriptView
@@ -70,13 +75,15 @@ logger = logging.getLogger(__name__)
 
 RENDER_INTERVAL_MS = 50
 PREFERRED_SIZE = QSize(620, 700)
-CONTEXT_EXCEEDED = "context_length_exceeded"
 
 NEW_CHAT_KEYS = QKeySequence("Ctrl+N")
 STOP_KEYS = QKeySequence("Ctrl+.")
 FOCUS_KEYS = QKeySequence("Ctrl+L")
 COPY_KEYS = QKeySequence("Ctrl+Shift+C")
 QUIT_KEYS = QKeySequence("Ctrl+Q")
+SETTINGS_KEYS = QKeySequence("Ctrl+,")
+ATTACH_KEYS = QKeySequence("Ctrl+O")
+PASTE_KEYS = QKeySequence("Ctrl+Shift+V")
 
 
 def _keys(sequence: QKeySequence) -> str:
@@ -96,7 +103,7 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
-class ChatWindow(QWidget):
+class ChatWindow(RefusedMessages, QWidget):
     """The chat. ``reply_finished`` carries the :class:`ReplyStats` of each reply (``None``
     when it failed before starting). A reasoning model's thinking arrives apart from the
     answer (``thinking_received``, :attr:`reply_thinking`) and shows in its own section
@@ -193,6 +200,7 @@ class ChatWindow(QWidget):
         layout.addLayout(bottom)
         layout.addWidget(self.status_strip)
         self._sync_send_button()
+        self.message_actions = MessageActions(self)
 
     def _build_top(self) -> QHBoxLayout:
         self.chats_button = QToolButton()
@@ -207,6 +215,13 @@ class ChatWindow(QWidget):
         self.new_button = QPushButton("New chat")
         self.new_button.setToolTip(f"Start a new chat ({_keys(NEW_CHAT_KEYS)})")
         self.new_button.clicked.connect(self.new_action.trigger)
+        self.settings_button = QToolButton()
+        self.settings_button.setText("Chat settings")
+        self.settings_button.setToolTip(
+            f"Temperature, max tokens, context and system prompt of this chat "
+            f"({_keys(SETTINGS_KEYS)})"
+        )
+        self.settings_button.clicked.connect(self.settings_action.trigger)
         self.menu_button = QToolButton()
         self.menu_button.setText("More")
         self.menu_button.setToolTip("More: copy the last reply, settings, models, quit")
@@ -216,6 +231,7 @@ class ChatWindow(QWidget):
         top.addWidget(self.chats_button)
         top.addWidget(self.model_picker, 1)
         top.addWidget(self.new_button)
+        top.addWidget(self.settings_button)
         top.addWidget(self.menu_button)
         return top
 
@@ -231,12 +247,24 @@ class ChatWindow(QWidget):
         self.copy_button = QPushButton("Copy reply")
         self.copy_button.setToolTip(f"Copy the last reply ({_keys(COPY_KEYS)})")
         self.copy_button.clicked.connect(self.copy_action.trigger)
+        self.attach_button = QPushButton("Attach…")
+        self.attach_button.setToolTip(
+            f"Attach a text file ({_keys(ATTACH_KEYS)}); paste code as a file with "
+            f"{_keys(PASTE_KEYS)}"
+        )
+        self.attach_button.clicked.connect(self.attach_action.trigger)
+        self.pending_attachments = PendingAttachments(self.controller, self.tasks)
+        self.pending_attachments.refused.connect(lambda text: self.notice.show_notice(text, []))
         side = QVBoxLayout()
         side.addWidget(self.send_button)
         side.addWidget(self.copy_button)
+        side.addWidget(self.attach_button)
         side.addStretch(1)
+        column = QVBoxLayout()
+        column.addWidget(self.pending_attachments)
+        column.addWidget(self.input, 1)
         bottom = QHBoxLayout()
-        bottom.addWidget(self.input, 1)
+        bottom.addLayout(column, 1)
         bottom.addLayout(side)
         return bottom
 
@@ -253,11 +281,17 @@ class ChatWindow(QWidget):
         self.focus_action = action("Go to the message box", FOCUS_KEYS, self.focus_input)
         self.copy_action = action("Copy the last reply", COPY_KEYS, self.copy_last_reply)
         self.quit_action = action("Quit Sidelight", QUIT_KEYS, self.quit_requested.emit)
+        self.settings_action = action("Chat settings…", SETTINGS_KEYS, self.edit_settings)
+        self.attach_action = action("Attach a text file…", ATTACH_KEYS, self.attach_file)
+        self.paste_action = action("Paste as an attachment", PASTE_KEYS, self.paste_attachment)
 
     def _build_menu(self) -> QMenu:
         menu = QMenu(self)
         menu.addAction(self.copy_action)
         menu.addAction(self.new_action)
+        menu.addAction(self.settings_action)
+        menu.addAction(self.attach_action)
+        menu.addAction(self.paste_action)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
         menu.addAction("Requests…").triggered.connect(self.open_requests)
@@ -306,12 +340,20 @@ class ChatWindow(QWidget):
     def send(self, text: str | None = None) -> None:
         """Send ``text`` (default: the message box) and stream the reply."""
         text = (self.input.toPlainText() if text is None else text).strip()
-        if not text or self.busy:
+        attached = self.pending_attachments
+        if not (text or attached.items) or self.busy:
+            return
+        if attached.counting:
+            self.notice.show_notice("Counting the attachment's tokens; send again in a moment.", [])
             return
         self.notice.dismiss()
         self.input.clear()
-        self.conversation.messages.append(ChatMessage(role="user", content=text))
-        self._start_reply()
+        self.message_actions.take_edit()
+        message = ChatMessage(role="user", content=text)
+        if attached.items:
+            message["attachments"] = attached.take()
+        self.conversation.messages.append(message)
+        self.start_reply()
 
     def stop(self) -> None:
         """Stop the reply in the engine; what arrived so far is kept."""
@@ -330,12 +372,22 @@ class ChatWindow(QWidget):
         else:
             self.send()
 
-    def _start_reply(self) -> None:
+    def start_reply(self) -> None:
+        """Answer the conversation as it stands (its own settings applied)."""
+        chosen = self.conversation.settings
+        options = dataclasses.replace(
+            self.options,
+            max_tokens=chosen.max_tokens or self.options.max_tokens,
+            context_limit=chosen.context_limit,
+        )
+        if chosen.temperature is not None:
+            sampling = dataclasses.replace(self.options.sampling, temperature=chosen.temperature)
+            options = dataclasses.replace(options, sampling=sampling)
         job = ReplyJob(
             self.controller.pipeline,
             self.controller.active_model_id,
             self.conversation.engine_messages(),
-            self.options,
+            options,
         )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
@@ -407,9 +459,14 @@ class ChatWindow(QWidget):
                     ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments)
                     for c in finished.calls
                 ]
+            stats = finished.stats
+            reply["figures"] = ReplyFigures(
+                tokens=stats.completion_tokens,
+                tokens_per_second=stats.tokens_per_second,
+                ttft_seconds=stats.ttft_seconds,
+            )
             self.conversation.messages.append(reply)
             self.conversation.model = self._pending_model
-            stats = finished.stats
             self.last_stats = stats
             self.status_strip.set_rate(stats.tokens_per_second, stats.ttft_seconds)
         self._job = self._worker = None
@@ -450,87 +507,8 @@ class ChatWindow(QWidget):
             to_end=to_end,
         )
 
-    # ---- a refused message -------------------------------------------------------------
-
-    def _on_refused(self, message: str, code: str | None) -> bool:
-        """Offer what can be done about a refused message; True if a retry started."""
-        older_turns = any(sent_to_model(m) for m in self.conversation.messages)
-        if code == CONTEXT_EXCEEDED and self._dropping and older_turns:
-            self.drop_oldest_and_retry()
-            return True
-        self._dropping = False
-        edit = NoticeAction(
-            "Edit message", self.edit_failed, "Take the message back into the message box"
-        )
-        remove = NoticeAction("Remove", self.remove_failed, "Remove the message from the chat")
-        if code == CONTEXT_EXCEEDED and older_turns:
-            self.notice.show_notice(
-                "This chat no longer fits in the model's context, so the model cannot "
-                "answer. Drop the oldest turns (they stay here, greyed out), or start a new "
-                "chat with this message.",
-                [
-                    NoticeAction(
-                        "Drop oldest turns",
-                        self.drop_oldest_and_retry,
-                        "Stop sending the oldest turns to the model and send the message again",
-                    ),
-                    NoticeAction(
-                        "New chat", self.new_chat_with_failed, "Start a new chat with this message"
-                    ),
-                    edit,
-                    remove,
-                ],
-            )
-        elif code == CONTEXT_EXCEEDED:
-            self.notice.show_notice(
-                "This message is longer than the model's context. Shorten it, or split it "
-                "into parts.",
-                [edit, remove],
-            )
-        else:
-            retry = NoticeAction("Try again", self.retry_failed, "Send the message again")
-            self.notice.show_notice(f"The model did not answer: {message}", [retry, edit, remove])
-        # The notice takes room from the transcript: keep the refused message in view.
-        QTimer.singleShot(0, self.transcript.scroll_to_end)
-        return False
-
-    def drop_oldest_and_retry(self) -> None:
-        """Drop the oldest turn from the context and send the refused message again; while
-        it still does not fit, the next oldest goes too."""
-        if self.busy or not self.conversation.drop_oldest_turn():
-            return
-        text = self.conversation.take_failed()
-        if text is None:
-            self._render()
-            return
-        self._dropping = True
-        self.send(text)
-
-    def retry_failed(self) -> None:
-        text = None if self.busy else self.conversation.take_failed()
-        if text is not None:
-            self.send(text)
-
-    def edit_failed(self) -> None:
-        """Take the refused message out of the chat and back into the message box."""
-        text = self.conversation.take_failed()
-        if text is not None:
-            self.input.setPlainText(text)
-            self._after_failed_taken()
-
-    def remove_failed(self) -> None:
-        if self.conversation.take_failed() is not None:
-            self._after_failed_taken()
-
-    def new_chat_with_failed(self) -> None:
-        text = self.conversation.take_failed()
-        if text is None or self.busy:
-            return
-        self.history.save(self.conversation)
-        self.new_chat()
-        self.input.setPlainText(text)
-
-    def _after_failed_taken(self) -> None:
+    def after_messages_changed(self) -> None:
+        """Messages were taken out of the chat: save (or forget an emptied chat), redraw."""
         if self.conversation.messages:
             self.history.save(self.conversation)
         else:
@@ -546,7 +524,12 @@ class ChatWindow(QWidget):
         if self.busy:
             self.stop()
             return  # the reply ends first; press again for a fresh chat
-        self._show(Conversation(system_prompt=self.system_prompt.text()))
+        self._show(
+            Conversation(
+                system_prompt=self.system_prompt.text(),
+                settings=dataclasses.replace(self.conversation.settings),
+            )
+        )
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -559,6 +542,7 @@ class ChatWindow(QWidget):
         self._show(conversation)
 
     def _show(self, conversation: Conversation) -> None:
+        self.message_actions.cancel_edit()
         self.conversation = conversation
         self.transcript.forget_toggles()
         self.last_stats = None
@@ -570,6 +554,26 @@ class ChatWindow(QWidget):
 
     def _on_system_prompt(self, text: str) -> None:
         self.conversation.system_prompt = text
+
+    def edit_settings(self) -> None:
+        """This chat's generation settings and system prompt (saved with the chat)."""
+        dialog = ChatSettingsDialog(
+            self.conversation.settings, self.conversation.system_prompt, self
+        )
+        self.settings_dialog = dialog
+        if dialog.exec() == ChatSettingsDialog.DialogCode.Accepted:
+            self.conversation.settings = dialog.settings()
+            self.conversation.system_prompt = dialog.system_prompt()
+            self.system_prompt.setText(self.conversation.system_prompt)
+            self.history.save(self.conversation, touch=False)
+
+    def attach_file(self) -> None:
+        if self.pending_attachments.pick_file():
+            self.input.setFocus()
+
+    def paste_attachment(self) -> None:
+        earlier = sum(len(m.get("attachments", [])) for m in self.conversation.messages)
+        self.pending_attachments.paste(earlier)
 
     def _on_renamed(self, conversation_id: str) -> None:
         if conversation_id == self.conversation.id:

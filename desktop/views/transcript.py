@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QUrl
+from PySide6.QtCore import QEvent, QPoint, QUrl
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
@@ -33,7 +33,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from desktop import theme
-from desktop.history import ChatMessage, ToolCallRecord
+from desktop.history import ChatMessage, ReplyFigures, ToolCallRecord
 
 # Live colours of the current light or dark theme (desktop.theme updates them in place).
 CODE_BACKGROUND = theme.colour("code_background")
@@ -44,6 +44,8 @@ BOX_BACKGROUND = theme.colour("box_background")
 BOX_BORDER = theme.colour("box_border")
 DROPPED_NOTE = "Turns above are no longer sent to the model (dropped from the context)"
 THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
+ACTION_SCHEME = "action"  # message actions: action:<copy|regenerate|edit|delete>/<index>
+ACTION_LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "delete": "Delete"}
 _OPEN, _CLOSED = "▾", "▸"
 
 
@@ -72,8 +74,12 @@ def render_transcript(
     *,
     fallback_model: str = "Assistant",
     open_thinking: Container[int] = (),
-) -> None:
-    """Replace ``document``'s content with the conversation.
+    actions: bool = True,
+) -> list[tuple[int, int]]:
+    """Replace ``document``'s content with the conversation; return each message's
+    (start, end) position in the document.
+
+    ``actions``: write each message's action links (copy, regenerate, edit, delete) under it.
 
     ``fallback_model`` names replies saved before each reply kept its own model.
     ``open_thinking`` holds the indexes of the replies whose thinking is shown (the pending
@@ -84,6 +90,7 @@ def render_transcript(
     cursor.beginEditBlock()
     first = True
     was_dropped = False
+    spans: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
         dropped = message.get("dropped", False)
         if not first:
@@ -96,6 +103,9 @@ def render_transcript(
         _message(cursor, message, fallback_model, index in open_thinking, index)
         if dropped:
             _dim(cursor, start)
+        if actions:
+            _actions(cursor, message, index)
+        spans.append((start, cursor.position()))
     if pending is not None:
         if not first:
             _rule(cursor)
@@ -108,6 +118,58 @@ def render_transcript(
             _markdown(cursor, pending.text or "…")
     cursor.endEditBlock()
     _shade_code_blocks(document)
+    return spans
+
+
+def figures_text(model: str, figures: ReplyFigures) -> str:
+    """The quiet line under a reply: who wrote it and how fast."""
+    parts = [model]
+    if figures["tokens_per_second"]:
+        parts.append(f"{figures['tokens_per_second']:.1f} tokens/s")
+    if figures["ttft_seconds"] is not None:
+        parts.append(f"TTFT {figures['ttft_seconds'] * 1000:.0f} ms")
+    parts.append(f"{figures['tokens']} token{'' if figures['tokens'] == 1 else 's'}")
+    return " · ".join(parts)
+
+
+def size_text(size: int) -> str:
+    """A file size a person reads at a glance (a 347-byte file is not "0 KB")."""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def chip_text(name: str, size: int, tokens: int) -> str:
+    """An attachment as its chip reads (plain text: no emoji font is needed)."""
+    return f"Attached: {name} · {size_text(size)} · {tokens} tokens"
+
+
+def message_actions(message: ChatMessage) -> list[str]:
+    """What can be done to a message: copy, regenerate (replies), edit (what was typed),
+    delete."""
+    role = message["role"]
+    if role == "assistant":
+        return ["copy", "regenerate", "delete"]
+    if role == "user":
+        return ["copy", "edit", "delete"]
+    return ["delete"]
+
+
+def _actions(cursor: QTextCursor, message: ChatMessage, index: int) -> None:
+    """A quiet line of links under the message (Tab reaches them, Enter runs them)."""
+    cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+    for number, name in enumerate(message_actions(message)):
+        if number:
+            cursor.insertText("   ", _char(colour=DIM))
+        link = _char(colour=DIM)
+        link.setAnchor(True)
+        link.setAnchorHref(f"{ACTION_SCHEME}:{name}/{index}")
+        link.setToolTip(f"{ACTION_LABELS[name]} this message")
+        link.setFontPointSize(max(QFont().pointSizeF() - 1, 6))
+        cursor.insertText(ACTION_LABELS[name], link)
+    cursor.setCharFormat(QTextCharFormat())
 
 
 def _message(
@@ -118,6 +180,10 @@ def _message(
         _text(cursor, f"Error: {text}", colour=ERROR)
     elif role == "user":
         _header(cursor, "You", "not sent" if message.get("failed", False) else None)
+        for attached in message.get("attachments", []):
+            chip = chip_text(attached["name"], attached["size"], attached["tokens"])
+            cursor.insertText(chip, _char(colour=THINKING_TEXT, bold=True))
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)
@@ -133,6 +199,13 @@ def _message(
         if message.get("stopped", False):
             # After a thinking header or a box, the cursor already stands on a new line.
             _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+        figures = message.get("figures")
+        if figures is not None:
+            quiet = _char(colour=DIM)
+            quiet.setFontPointSize(max(QFont().pointSizeF() - 1, 6))
+            if cursor.block().length() > 1:
+                cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            cursor.insertText(figures_text(message.get("model") or fallback_model, figures), quiet)
 
 
 def _thinking(cursor: QTextCursor, text: str, label: str, is_open: bool, index: int) -> None:
@@ -299,6 +372,8 @@ class TranscriptView(QTextBrowser):
         self._pending: Pending | None = None
         self._fallback_model = "Assistant"
         self._toggled: dict[int, bool] = {}  # reply index -> open, as the person left it
+        self._spans: list[tuple[int, int]] = []
+        self.action_handler: Callable[[str, int], None] | None = None
 
     def show_conversation(
         self,
@@ -336,6 +411,27 @@ class TranscriptView(QTextBrowser):
         self._render()
         bar.setValue(keep)
 
+    def message_at(self, position: int) -> int | None:
+        """The index of the message at a document position (None: none there)."""
+        for index, (start, end) in enumerate(self._spans):
+            if start <= position <= end:
+                return index
+        return None
+
+    def message_under(self, point: QPoint) -> int | None:
+        """The message under a viewport point."""
+        return self.message_at(self.cursorForPosition(point).position())
+
+    def focused_message(self) -> int | None:
+        """The message the keyboard is on: the text cursor's (a focused link, a selection),
+        else the last one."""
+        cursor = self.textCursor()
+        if cursor.hasSelection() or self.hasFocus():
+            found = self.message_at(cursor.selectionStart())
+            if found is not None:
+                return found
+        return len(self._messages) - 1 if self._messages else None
+
     def scroll_to_end(self) -> None:
         self.moveCursor(QTextCursor.MoveOperation.End)
         bar = self.verticalScrollBar()
@@ -352,7 +448,7 @@ class TranscriptView(QTextBrowser):
 
     def _render(self) -> None:
         count = len(self._messages) + 1  # the pending reply's index is len(messages)
-        render_transcript(
+        self._spans = render_transcript(
             self.document(),
             self._messages,
             self._pending,
@@ -363,5 +459,9 @@ class TranscriptView(QTextBrowser):
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() == THINKING_SCHEME and url.path().isdigit():
             self.toggle_thinking(int(url.path()))
+        elif url.scheme() == ACTION_SCHEME:
+            name, _, index = url.path().partition("/")
+            if name in ACTION_LABELS and index.isdigit() and self.action_handler is not None:
+                self.action_handler(name, int(index))
         elif url.scheme() in ("http", "https", "mailto"):
             QDesktopServices.openUrl(url)
