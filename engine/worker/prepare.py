@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
 from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, OutputConstraint, RejectCode
@@ -82,6 +83,7 @@ def prepare(
     base_config: Any,
     context_length: int | None,
     fim_tokens: tuple[str, str, str] | None = None,
+    encoding_limit: int | None = None,
 ) -> PreparedRequest:
     """Template, tokenize and size-check a request.
 
@@ -92,6 +94,8 @@ def prepare(
             ``max_tokens`` is clipped to the room it leaves; with ``count_only`` nothing
             must fit), or a field holds a value the
             engine cannot take (text that is not valid Unicode, a number out of range).
+            ``encoding_limit`` is the tokenizer's own cap (see engine.worker.encode): the
+            prompt is encoded whole past it, or refused.
     """
     _check_text(request)
     if request.constraint is not None:
@@ -103,13 +107,7 @@ def prepare(
             "max_tokens",
         )
     text, add_special = _prompt_text(request, tokenizer, fim_tokens)
-    try:
-        encoded = tokenizer.encode(text, add_special_tokens=add_special)
-    except Exception as exc:
-        raise RequestError(
-            "invalid_request", f"the prompt cannot be tokenized: {short_error(exc)}", "messages"
-        ) from exc
-    prompt_ids = [int(i) for i in encoded.input_ids.data[0]]
+    prompt_ids = _encode(tokenizer, text, add_special, encoding_limit)
     opens_reasoning = request.messages is not None and text.rstrip().endswith("<think>")
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
@@ -148,6 +146,17 @@ def prepare(
     return PreparedRequest(
         prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
     )
+
+
+def _encode(tokenizer: Any, text: str, add_special: bool, limit: int | None) -> list[int]:
+    try:
+        return encode_whole(tokenizer, text, add_special, limit)
+    except PromptTooLongToEncode as exc:
+        raise RequestError("context_length_exceeded", str(exc), "messages") from exc
+    except Exception as exc:
+        raise RequestError(
+            "invalid_request", f"the prompt cannot be tokenized: {short_error(exc)}", "messages"
+        ) from exc
 
 
 def _prompt_text(
