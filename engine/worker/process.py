@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table
-from engine.worker.embeddings import EmbeddingRunner, EmbedJob
+from engine.worker.embeddings import EmbeddingRunner, EmbedJob, EmbedRefused
 from engine.worker.errors import PIPE_ERRORS, short_error
 from engine.worker.grammar_probe import GrammarProbe
 from engine.worker.messages import (
@@ -262,7 +262,7 @@ class Worker:
                 self._embeddings.run_chunk(job)
             else:
                 self._reranker.run_chunk(job)
-        except RerankRefused as exc:
+        except (RerankRefused, EmbedRefused) as exc:
             self._encoder_jobs.popleft()
             self._send([RequestRejected(job.request_id, "invalid_request", str(exc), exc.param)])
             return

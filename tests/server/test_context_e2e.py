@@ -5,7 +5,8 @@ The server runs the tiny code model's GGUF (``tests/fixtures/tiny-coder-f16.gguf
 length). GenAI's GGUF tokenizer cuts every encoding at 8,192 tokens; before the fix a
 20,000-token prompt answered 200 with ``prompt_tokens: 8192``. The expected counts come from
 the same model's IR tokenizer (``tests/fixtures/tiny-coder``), which does not truncate. Real
-inference throughout; nothing is mocked.
+inference throughout; nothing is mocked. The embedding model (``tests/fixtures/tiny-embed``,
+128 positions) used to embed a 602-token text with no complaint and report 602 tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 from tests.engine import gguf_builder as gb
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess, running_server, store_embedding_model
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     folder = tmp_path_factory.mktemp("long-gguf")
     parts = gb.load(TINY_CODER_GGUF).set("qwen2.context_length", gb.U32, gb.u32(CONTEXT))
     model = parts.write(Path(folder) / "tiny-coder-32k.gguf")
+    store_embedding_model(folder / "home")
     with running_server(folder / "home", model) as proc:
         yield proc
 
@@ -82,3 +84,29 @@ def test_a_prompt_it_cannot_encode_whole_is_refused(client: openai.OpenAI, model
     with pytest.raises(openai.BadRequestError) as caught:
         client.completions.create(model=model_id, prompt=one_line, max_tokens=2)
     assert "8192" in str(caught.value)
+
+
+EMBED_TOO_LONG = "hello world " * 300  # 602 tokens for tiny-embed, which reads 128
+
+
+def test_v1_embeddings_refuse_a_text_longer_than_the_model_reads(server: ServerProcess) -> None:
+    body = {"model": "tiny-embed", "input": ["short", EMBED_TOO_LONG]}
+    reply = httpx.post(f"{server.base_url}/v1/embeddings", json=body, timeout=120)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "input.1"
+    assert "602" in error["message"] and "128" in error["message"]
+
+
+def test_ollama_embed_refuses_a_text_longer_than_the_model_reads(server: ServerProcess) -> None:
+    body = {"model": "tiny-embed", "input": [EMBED_TOO_LONG], "truncate": False}
+    reply = httpx.post(f"{server.base_url}/api/embed", json=body, timeout=120)
+    assert reply.status_code == 400, reply.text
+    assert "602" in reply.json()["error"] and "128" in reply.json()["error"]
+
+
+def test_embeddings_within_the_limit_still_count_every_token(server: ServerProcess) -> None:
+    body = {"model": "tiny-embed", "input": ["hello world " * 20]}
+    reply = httpx.post(f"{server.base_url}/v1/embeddings", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["prompt_tokens"] == 42
