@@ -443,7 +443,7 @@ class EngineClient:
     def load(self, spec: ModelSpec, device: str | None = None) -> None:
         """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
         device = device or self._settings.device
-        properties = self._settings.cpu.properties() if device.startswith("CPU") else {}
+        properties = self._settings.device_properties(device)
         command = LoadModel(
             spec=spec,
             device=device,

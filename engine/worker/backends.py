@@ -160,6 +160,8 @@ class Backend:
         self.fim_tokens = find_fim_tokens(tokenizer)
         # A GGUF tokenizer cuts encodings on its own; prepare() encodes past it (or refuses).
         self.encoding_limit = encoding_limit(tokenizer, context_length)
+        # NPU: the static prompt length the pipeline was compiled for (set by the worker).
+        self.prompt_limit: int | None = None
         # Tokens that end a turn never become text (see IncrementalDetokenizer).
         hidden = {int(base_config.eos_token_id), *(int(t) for t in base_config.stop_token_ids)}
         for getter in ("get_bos_token_id", "get_pad_token_id", "get_eos_token_id"):
@@ -184,6 +186,7 @@ class Backend:
                 self.context_length,
                 self.fim_tokens,
                 self.encoding_limit,
+                self.prompt_limit,
             )
             detok = IncrementalDetokenizer(
                 self.tokenizer, request.stop, self.hidden_ids, self.byte_table

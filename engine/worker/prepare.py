@@ -84,6 +84,7 @@ def prepare(
     context_length: int | None,
     fim_tokens: tuple[str, str, str] | None = None,
     encoding_limit: int | None = None,
+    prompt_limit: int | None = None,
 ) -> PreparedRequest:
     """Template, tokenize and size-check a request.
 
@@ -95,7 +96,8 @@ def prepare(
             must fit), or a field holds a value the
             engine cannot take (text that is not valid Unicode, a number out of range).
             ``encoding_limit`` is the tokenizer's own cap (see engine.worker.encode): the
-            prompt is encoded whole past it, or refused.
+            prompt is encoded whole past it, or refused. ``prompt_limit`` (NPU: the static
+            ``MAX_PROMPT_LEN``) refuses a longer prompt, naming both numbers.
     """
     _check_text(request)
     if request.constraint is not None:
@@ -112,6 +114,8 @@ def prepare(
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
+    if not request.count_only:
+        _check_prompt_limit(prompt_tokens, prompt_limit)
     if context_length is not None and not request.count_only:
         if (
             request.max_tokens is not None
@@ -146,6 +150,17 @@ def prepare(
     return PreparedRequest(
         prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
     )
+
+
+def _check_prompt_limit(prompt_tokens: int, prompt_limit: int | None) -> None:
+    if prompt_limit is not None and prompt_tokens > prompt_limit:
+        raise RequestError(
+            "context_length_exceeded",
+            f"This model takes prompts of at most {prompt_limit} tokens on this device "
+            f"(the NPU's MAX_PROMPT_LEN), but the prompt has {prompt_tokens} tokens. "
+            "Please reduce the length of the messages.",
+            "messages",
+        )
 
 
 def _encode(tokenizer: Any, text: str, add_special: bool, limit: int | None) -> list[int]:
