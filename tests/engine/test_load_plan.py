@@ -95,7 +95,9 @@ def test_npu_admission_refuses_a_prompt_past_max_prompt_len_with_both_numbers() 
     base.set_eos_token_id(0)
     prompt = "def f(x):\n" * 40
     count = len(tokenizer.encode(prompt).input_ids.data[0])
-    request = GenerationRequest(request_id=1, prompt=prompt, sampling=SamplingParams(), max_tokens=4)
+    request = GenerationRequest(
+        request_id=1, prompt=prompt, sampling=SamplingParams(), max_tokens=4
+    )
     with pytest.raises(RequestError) as caught:
         prepare(request, tokenizer, base, 1152, prompt_limit=count - 1)
     assert caught.value.code == "context_length_exceeded"

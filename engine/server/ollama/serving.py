@@ -166,6 +166,8 @@ def _parameters(info: ModelInfo) -> str:
     """Modelfile ``PARAMETER`` lines, as Ollama prints them (name padded to 30)."""
     pairs = [("stop", f'"{s}"') for s in info.stop_strings]
     pairs += [(key, str(value)) for key, value in sorted(info.generation_defaults.items())]
+    if info.context_length:
+        pairs.append(("num_ctx", str(info.context_length)))  # the context it is served with
     return "\n".join(f"{key:<30} {value}" for key, value in pairs)
 
 
