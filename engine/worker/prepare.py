@@ -114,6 +114,7 @@ def prepare(
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
+    context_length = _request_context(context_length, request.context_limit)
     if not request.count_only:
         _check_prompt_limit(prompt_tokens, prompt_limit)
     if context_length is not None and not request.count_only:
@@ -150,6 +151,13 @@ def prepare(
     return PreparedRequest(
         prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
     )
+
+
+def _request_context(served: int | None, requested: int | None) -> int | None:
+    """The context this request runs in: the served one, lowered by ``num_ctx``."""
+    if requested is None:
+        return served
+    return requested if served is None else min(served, requested)
 
 
 def _check_prompt_limit(prompt_tokens: int, prompt_limit: int | None) -> None:

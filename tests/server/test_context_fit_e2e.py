@@ -58,3 +58,36 @@ def test_a_prompt_past_the_served_context_is_refused(client: openai.OpenAI, mode
     with pytest.raises(openai.BadRequestError) as caught:
         client.completions.create(model=model_id, prompt="def f(x):\n" * 300, max_tokens=2)
     assert str(SERVED) in str(caught.value)
+
+
+def _generate(server: ServerProcess, model_id: str, prompt: str, **options: int) -> httpx.Response:
+    body = {
+        "model": model_id,
+        "prompt": prompt,
+        "raw": True,
+        "stream": False,
+        "options": {"num_predict": 2, **options},
+    }
+    return httpx.post(f"{server.base_url}/api/generate", json=body, timeout=120)
+
+
+def test_ollama_num_ctx_lowers_the_context_for_that_request(
+    server: ServerProcess, model_id: str
+) -> None:
+    """Ollama would cut the prompt to num_ctx silently; Sidelight refuses, naming both."""
+    prompt = "def f(x):\n" * 30
+    fits = _generate(server, model_id, prompt)
+    assert fits.status_code == 200, fits.text
+    count = fits.json()["prompt_eval_count"]
+    refused = _generate(server, model_id, prompt, num_ctx=count - 1)
+    assert refused.status_code == 400, refused.text
+    assert str(count - 1) in refused.json()["error"] and str(count) in refused.json()["error"]
+    room = _generate(server, model_id, prompt, num_ctx=count + 1)
+    assert room.status_code == 200, room.text
+    assert room.json()["eval_count"] == 1  # num_predict 2 clipped to the one token num_ctx leaves
+
+
+def test_ollama_num_ctx_below_one_is_a_400_naming_it(server: ServerProcess, model_id: str) -> None:
+    reply = _generate(server, model_id, "hello", num_ctx=0)
+    assert reply.status_code == 400
+    assert "num_ctx" in reply.json()["error"]
