@@ -52,6 +52,7 @@ class EmbedJob:
     texts: tuple[str, ...]
     vectors: list[list[float]] = field(default_factory=list)
     tokens: int = 0
+    truncate: bool = False  # cut a text past the model's limit (GenAI does) instead of refusing
 
     @property
     def done(self) -> bool:
@@ -96,16 +97,19 @@ class EmbeddingRunner:
         began = time.perf_counter()
         # One batched encode: per-text calls cost ten times the embedding itself.
         counts = [int(n) for n in self._tokenizer.encode(texts).attention_mask.data.sum(axis=1)]
-        self._check_lengths(job, start, counts)
+        counts = self._check_lengths(job, start, counts)
         vectors = self._pipe.embed_documents(texts)
         job.tokens += sum(counts)
         self._seconds_per_text = (time.perf_counter() - began) / len(texts)
         job.vectors.extend([float(x) for x in vector] for vector in vectors)
 
-    def _check_lengths(self, job: EmbedJob, start: int, counts: list[int]) -> None:
+    def _check_lengths(self, job: EmbedJob, start: int, counts: list[int]) -> list[int]:
+        """The tokens each text is embedded from (cut at the limit when ``job.truncate``)."""
         limit = self._max_length
         if limit is None:
-            return
+            return counts
+        if job.truncate:
+            return [min(count, limit) for count in counts]  # what GenAI embeds, reported so
         for offset, count in enumerate(counts):
             if count > limit:
                 index = start + offset
@@ -114,6 +118,7 @@ class EmbeddingRunner:
                     "Split the text or shorten it",
                     f"input.{index}",
                 )
+        return counts
 
     def _load(self, spec: ModelSpec, device: str) -> None:
         import openvino_genai as ov_genai

@@ -133,6 +133,7 @@ class Embed:
     spec: ModelSpec
     device: str
     texts: tuple[str, ...]
+    truncate: bool = False  # Ollama's truncate: cut a text past the model's limit, counted cut
 
 
 @dataclass(frozen=True)

@@ -225,7 +225,13 @@ class Worker:
         if _first_not_unicode(command.texts) is not None:
             self._send([_not_unicode(command.request_id, "input")])
             return
-        job = EmbedJob(command.request_id, command.spec, command.device, command.texts)
+        job = EmbedJob(
+            command.request_id,
+            command.spec,
+            command.device,
+            command.texts,
+            truncate=command.truncate,
+        )
         if job.done:
             self._send([Embedded(job.request_id, [], 0)])
         else:

@@ -105,6 +105,21 @@ def test_ollama_embed_refuses_a_text_longer_than_the_model_reads(server: ServerP
     assert "602" in reply.json()["error"] and "128" in reply.json()["error"]
 
 
+def test_ollama_embed_truncates_by_default_and_counts_what_it_embedded(
+    server: ServerProcess,
+) -> None:
+    """Ollama's ``truncate`` (true by default) cuts the text; the count says how far."""
+    url = f"{server.base_url}/api/embed"
+    cut = httpx.post(url, json={"model": "tiny-embed", "input": [EMBED_TOO_LONG]}, timeout=120)
+    assert cut.status_code == 200, cut.text
+    assert cut.json()["prompt_eval_count"] == 128
+    # the vector is the one of the text's first 126 words ([CLS] + 126 + [SEP] = 128 tokens)
+    head = " ".join(EMBED_TOO_LONG.split()[:126])
+    same = httpx.post(url, json={"model": "tiny-embed", "input": [head]}, timeout=120).json()
+    assert same["prompt_eval_count"] == 128
+    assert cut.json()["embeddings"][0] == pytest.approx(same["embeddings"][0], abs=1e-5)
+
+
 def test_embeddings_within_the_limit_still_count_every_token(server: ServerProcess) -> None:
     body = {"model": "tiny-embed", "input": ["hello world " * 20]}
     reply = httpx.post(f"{server.base_url}/v1/embeddings", json=body, timeout=120)
