@@ -443,7 +443,7 @@ class EngineClient:
     def load(self, spec: ModelSpec, device: str | None = None) -> None:
         """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
         device = device or self._settings.device
-        properties = self._settings.cpu.properties() if device.startswith("CPU") else {}
+        properties = self._settings.device_properties(device)
         command = LoadModel(
             spec=spec,
             device=device,
@@ -535,7 +535,9 @@ class EngineClient:
             stream._put_all([RequestRejected(request_id, "invalid_request", message, param)])
         return stream
 
-    async def embed(self, spec: ModelSpec, texts: list[str], device: str | None = None) -> Embedded:
+    async def embed(
+        self, spec: ModelSpec, texts: list[str], device: str | None = None, truncate: bool = False
+    ) -> Embedded:
         """Embed ``texts`` with the embedding model ``spec`` (loaded beside the chat model).
 
         Raises:
@@ -544,7 +546,7 @@ class EngineClient:
         """
         device = device or self._settings.device
         return await self._one_shot(
-            lambda rid: Embed(rid, spec, device, tuple(texts)), "input", Embedded
+            lambda rid: Embed(rid, spec, device, tuple(texts), truncate), "input", Embedded
         )
 
     async def rerank(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from engine.context_fit import KVDims, kv_dims_from_config, kv_dims_from_gguf
 from engine.gguf import GGUFError, GGUFHeader
 from engine.gguf_check import check_gguf
 from engine.resources import demo_model_path
@@ -75,6 +76,7 @@ class ModelSpec:
     architecture: str | None = None
     is_demo: bool = False
     task: ModelTask = "chat"
+    kv_dims: KVDims | None = None  # what sizes its KV cache (engine.context_fit)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -129,6 +131,7 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         architecture=str(config.get("model_type")) if config.get("model_type") else None,
         is_demo=folder == demo_model_path().resolve(),
         task=task_from_config(config),
+        kv_dims=kv_dims_from_config(config),
     )
 
 
@@ -160,6 +163,7 @@ def _gguf_spec(file: Path, model_id: str) -> ModelSpec:
         format="gguf",
         context_length=int(context) if context else None,
         architecture=arch,
+        kv_dims=kv_dims_from_gguf(meta, arch),
     )
 
 

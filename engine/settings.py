@@ -126,7 +126,11 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     device: str = "CPU"
     cpu: CpuSettings = field(default_factory=CpuSettings)
-    kv_cache_gb: float = 1.0
+    kv_cache_gb: float = 1.0  # the KV-cache budget; the served context is what fits in it
+    # NPU: the static prompt length the pipeline is compiled for (a longer prompt is a 400)
+    # and the room kept for the answer (GenAI's MAX_PROMPT_LEN / MIN_RESPONSE_LEN).
+    npu_max_prompt_len: int = 4096
+    npu_min_response_len: int = 512
     # Run inference below normal priority so the server and desktop answer at once.
     engine_below_normal: bool = True
     # Tokens that come faster than this are sent together (the first at once): each sent
@@ -153,6 +157,18 @@ class Settings:
         """Return a copy with command-line overrides applied (``None`` values ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def device_properties(self, device: str) -> dict[str, Any]:
+        """The OpenVINO properties a chat model is compiled with on ``device``."""
+        kind = device.split(".", 1)[0].upper()
+        if kind == "CPU":
+            return self.cpu.properties()
+        if kind == "NPU":
+            return {
+                "MAX_PROMPT_LEN": self.npu_max_prompt_len,
+                "MIN_RESPONSE_LEN": self.npu_min_response_len,
+            }
+        return {}
+
     @property
     def is_loopback(self) -> bool:
         return is_loopback_host(self.host)
@@ -177,6 +193,10 @@ class Settings:
             raise SettingsError("max_body_bytes must be at least 1024")
         if self.kv_cache_gb <= 0:
             raise SettingsError("kv_cache_gb must be positive")
+        if not 16 <= self.npu_max_prompt_len <= 1 << 20:
+            raise SettingsError("npu_max_prompt_len must be between 16 and 1048576")
+        if not 1 <= self.npu_min_response_len <= 1 << 20:
+            raise SettingsError("npu_min_response_len must be between 1 and 1048576")
         if not 0 <= self.stream_interval_ms <= 1000:
             raise SettingsError("stream_interval_ms must be between 0 and 1000")
         if self.engine_watchdog_seconds < 0:
@@ -287,6 +307,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_body_bytes=_int(pick("SIDELIGHT_MAX_BODY_BYTES", "max_body_bytes"), "max_body_bytes"),
         device=_str(pick("SIDELIGHT_DEVICE", "device")),
         kv_cache_gb=_float(pick("SIDELIGHT_KV_CACHE_GB", "kv_cache_gb"), "kv_cache_gb"),
+        npu_max_prompt_len=_int(
+            pick("SIDELIGHT_NPU_MAX_PROMPT_LEN", "npu_max_prompt_len"), "npu_max_prompt_len"
+        ),
+        npu_min_response_len=_int(
+            pick("SIDELIGHT_NPU_MIN_RESPONSE_LEN", "npu_min_response_len"),
+            "npu_min_response_len",
+        ),
         engine_below_normal=_bool(
             pick("SIDELIGHT_ENGINE_BELOW_NORMAL", "engine_below_normal"),
             "engine_below_normal",
@@ -329,6 +356,8 @@ CONFIG_KEYS = frozenset(
         "max_body_bytes",
         "device",
         "kv_cache_gb",
+        "npu_max_prompt_len",
+        "npu_min_response_len",
         "engine_below_normal",
         "stream_interval_ms",
         "engine_watchdog_seconds",

@@ -191,10 +191,12 @@ class ModelDirectory:
 
 
 def _live(info: ModelInfo, status: EngineStatus) -> ModelInfo:
-    """For the loaded model, what its tokenizer told the engine wins over file guesses."""
+    """For the loaded model, what the engine measured wins over file guesses: its
+    tokenizer's FIM tokens, and the context it is served with (what fits the KV budget)."""
     if status.state != READY or status.model is None or status.model.id != info.id:
         return info
-    return replace(info, fim_tokens=status.fim_tokens)
+    context = status.context_length or info.context_length
+    return replace(info, fim_tokens=status.fim_tokens, context_length=context)
 
 
 def describe(spec: ModelSpec, stored: StoredModel | None = None) -> ModelInfo:

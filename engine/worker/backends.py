@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.worker.encode import encoding_limit
 from engine.worker.errors import PIPE_ERRORS, short_error
 from engine.worker.grammar_probe import GrammarProbe
 from engine.worker.messages import (
@@ -157,6 +158,10 @@ class Backend:
         self.context_length = context_length
         self.chat_template: str | None = getattr(tokenizer, "chat_template", None) or None
         self.fim_tokens = find_fim_tokens(tokenizer)
+        # A GGUF tokenizer cuts encodings on its own; prepare() encodes past it (or refuses).
+        self.encoding_limit = encoding_limit(tokenizer, context_length)
+        # NPU: the static prompt length the pipeline was compiled for (set by the worker).
+        self.prompt_limit: int | None = None
         # Tokens that end a turn never become text (see IncrementalDetokenizer).
         hidden = {int(base_config.eos_token_id), *(int(t) for t in base_config.stop_token_ids)}
         for getter in ("get_bos_token_id", "get_pad_token_id", "get_eos_token_id"):
@@ -175,7 +180,13 @@ class Backend:
         rid = request.request_id
         try:
             prepared = prepare(
-                request, self.tokenizer, self.base_config, self.context_length, self.fim_tokens
+                request,
+                self.tokenizer,
+                self.base_config,
+                self.context_length,
+                self.fim_tokens,
+                self.encoding_limit,
+                self.prompt_limit,
             )
             detok = IncrementalDetokenizer(
                 self.tokenizer, request.stop, self.hidden_ids, self.byte_table

@@ -8,6 +8,11 @@ while every chat stream waits. Each chunk is sized to take about
 :data:`CHUNK_TARGET_SECONDS`, from the time the previous chunks took, so chat steps run in
 between on any model and machine.
 
+Every text is counted before it is embedded: a text longer than the model reads (its
+position embeddings, its tokenizer's ``model_max_length``) is refused with both numbers
+(:class:`EmbedRefused`, a 400 naming ``input.N``) instead of being cut or run past the
+model's positions; OpenAI refuses such inputs the same way.
+
 Threading: used only from the worker's single loop thread.
 """
 
@@ -20,12 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.models import ModelSpec, read_json
+from engine.worker.rerank import pair_limit
 
 logger = logging.getLogger(__name__)
 
 CHUNK_TARGET_SECONDS = 0.05
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
+
+
+class EmbedRefused(Exception):
+    """A text the model cannot embed whole; ``param`` names it (``input.N``)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass
@@ -38,6 +52,7 @@ class EmbedJob:
     texts: tuple[str, ...]
     vectors: list[list[float]] = field(default_factory=list)
     tokens: int = 0
+    truncate: bool = False  # cut a text past the model's limit (GenAI does) instead of refusing
 
     @property
     def done(self) -> bool:
@@ -52,6 +67,7 @@ class EmbeddingRunner:
         self._pipe: Any = None
         self._tokenizer: Any = None
         self._seconds_per_text: float | None = None  # measured on the loaded model
+        self._max_length: int | None = None
 
     def embed(
         self, spec: ModelSpec, device: str, texts: list[str]
@@ -79,11 +95,30 @@ class EmbeddingRunner:
         start = len(job.vectors)
         texts = list(job.texts[start : start + max(1, min(size, MAX_CHUNK))])
         began = time.perf_counter()
-        vectors = self._pipe.embed_documents(texts)
         # One batched encode: per-text calls cost ten times the embedding itself.
-        job.tokens += int(self._tokenizer.encode(texts).attention_mask.data.sum())
+        counts = [int(n) for n in self._tokenizer.encode(texts).attention_mask.data.sum(axis=1)]
+        counts = self._check_lengths(job, start, counts)
+        vectors = self._pipe.embed_documents(texts)
+        job.tokens += sum(counts)
         self._seconds_per_text = (time.perf_counter() - began) / len(texts)
         job.vectors.extend([float(x) for x in vector] for vector in vectors)
+
+    def _check_lengths(self, job: EmbedJob, start: int, counts: list[int]) -> list[int]:
+        """The tokens each text is embedded from (cut at the limit when ``job.truncate``)."""
+        limit = self._max_length
+        if limit is None:
+            return counts
+        if job.truncate:
+            return [min(count, limit) for count in counts]  # what GenAI embeds, reported so
+        for offset, count in enumerate(counts):
+            if count > limit:
+                index = start + offset
+                raise EmbedRefused(
+                    f"input {index} has {count} tokens; {job.spec.id} reads at most {limit}. "
+                    "Split the text or shorten it",
+                    f"input.{index}",
+                )
+        return counts
 
     def _load(self, spec: ModelSpec, device: str) -> None:
         import openvino_genai as ov_genai
@@ -95,14 +130,21 @@ class EmbeddingRunner:
         config = ov_genai.TextEmbeddingPipeline.Config()
         config.pooling_type = _pooling(spec.path, ov_genai.TextEmbeddingPipeline.PoolingType)
         config.normalize = True
+        max_length = pair_limit(spec.path)
+        if max_length is not None:
+            config.max_length = max_length  # GenAI never runs past it; we refuse past it
+        else:
+            logger.warning("%s states no maximum length; long texts are not checked", spec.id)
         logger.info("loading embedding model %s on %s", spec.id, device)
         self._pipe = ov_genai.TextEmbeddingPipeline(str(spec.path), device, config)
         self._tokenizer = ov_genai.Tokenizer(str(spec.path))
         self._key = key
         self._seconds_per_text = None
+        self._max_length = max_length
 
     def close(self) -> None:
         self._pipe = self._tokenizer = self._key = self._seconds_per_text = None
+        self._max_length = None
 
 
 def _pooling(folder: Path, kinds: Any) -> Any:

@@ -84,6 +84,8 @@ class GenerationRequest:
     logprobs: bool = False
     cap_max_tokens: bool = False
     count_only: bool = False
+    # A smaller context for this request (Ollama's num_ctx); the model's own is never exceeded.
+    context_limit: int | None = None
 
 
 # ---- commands: server -> worker ----------------------------------------------------------
@@ -131,6 +133,7 @@ class Embed:
     spec: ModelSpec
     device: str
     texts: tuple[str, ...]
+    truncate: bool = False  # Ollama's truncate: cut a text past the model's limit, counted cut
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
 from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, OutputConstraint, RejectCode
@@ -82,6 +83,8 @@ def prepare(
     base_config: Any,
     context_length: int | None,
     fim_tokens: tuple[str, str, str] | None = None,
+    encoding_limit: int | None = None,
+    prompt_limit: int | None = None,
 ) -> PreparedRequest:
     """Template, tokenize and size-check a request.
 
@@ -92,6 +95,9 @@ def prepare(
             ``max_tokens`` is clipped to the room it leaves; with ``count_only`` nothing
             must fit), or a field holds a value the
             engine cannot take (text that is not valid Unicode, a number out of range).
+            ``encoding_limit`` is the tokenizer's own cap (see engine.worker.encode): the
+            prompt is encoded whole past it, or refused. ``prompt_limit`` (NPU: the static
+            ``MAX_PROMPT_LEN``) refuses a longer prompt, naming both numbers.
     """
     _check_text(request)
     if request.constraint is not None:
@@ -103,17 +109,14 @@ def prepare(
             "max_tokens",
         )
     text, add_special = _prompt_text(request, tokenizer, fim_tokens)
-    try:
-        encoded = tokenizer.encode(text, add_special_tokens=add_special)
-    except Exception as exc:
-        raise RequestError(
-            "invalid_request", f"the prompt cannot be tokenized: {short_error(exc)}", "messages"
-        ) from exc
-    prompt_ids = [int(i) for i in encoded.input_ids.data[0]]
+    prompt_ids = _encode(tokenizer, text, add_special, encoding_limit)
     opens_reasoning = request.messages is not None and text.rstrip().endswith("<think>")
     if not prompt_ids:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
     prompt_tokens = len(prompt_ids)
+    context_length = _request_context(context_length, request.context_limit)
+    if not request.count_only:
+        _check_prompt_limit(prompt_tokens, prompt_limit)
     if context_length is not None and not request.count_only:
         if (
             request.max_tokens is not None
@@ -148,6 +151,35 @@ def prepare(
     return PreparedRequest(
         prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
     )
+
+
+def _request_context(served: int | None, requested: int | None) -> int | None:
+    """The context this request runs in: the served one, lowered by ``num_ctx``."""
+    if requested is None:
+        return served
+    return requested if served is None else min(served, requested)
+
+
+def _check_prompt_limit(prompt_tokens: int, prompt_limit: int | None) -> None:
+    if prompt_limit is not None and prompt_tokens > prompt_limit:
+        raise RequestError(
+            "context_length_exceeded",
+            f"This model takes prompts of at most {prompt_limit} tokens on this device "
+            f"(the NPU's MAX_PROMPT_LEN), but the prompt has {prompt_tokens} tokens. "
+            "Please reduce the length of the messages.",
+            "messages",
+        )
+
+
+def _encode(tokenizer: Any, text: str, add_special: bool, limit: int | None) -> list[int]:
+    try:
+        return encode_whole(tokenizer, text, add_special, limit)
+    except PromptTooLongToEncode as exc:
+        raise RequestError("context_length_exceeded", str(exc), "messages") from exc
+    except Exception as exc:
+        raise RequestError(
+            "invalid_request", f"the prompt cannot be tokenized: {short_error(exc)}", "messages"
+        ) from exc
 
 
 def _prompt_text(

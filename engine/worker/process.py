@@ -18,13 +18,13 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table
-from engine.worker.embeddings import EmbeddingRunner, EmbedJob
+from engine.worker.embeddings import EmbeddingRunner, EmbedJob, EmbedRefused
 from engine.worker.errors import PIPE_ERRORS, short_error
 from engine.worker.grammar_probe import GrammarProbe
+from engine.worker.load_plan import plan_load
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -225,7 +225,13 @@ class Worker:
         if _first_not_unicode(command.texts) is not None:
             self._send([_not_unicode(command.request_id, "input")])
             return
-        job = EmbedJob(command.request_id, command.spec, command.device, command.texts)
+        job = EmbedJob(
+            command.request_id,
+            command.spec,
+            command.device,
+            command.texts,
+            truncate=command.truncate,
+        )
         if job.done:
             self._send([Embedded(job.request_id, [], 0)])
         else:
@@ -262,7 +268,7 @@ class Worker:
                 self._embeddings.run_chunk(job)
             else:
                 self._reranker.run_chunk(job)
-        except RerankRefused as exc:
+        except (RerankRefused, EmbedRefused) as exc:
             self._encoder_jobs.popleft()
             self._send([RequestRejected(job.request_id, "invalid_request", str(exc), exc.param)])
             return
@@ -346,23 +352,31 @@ def _build_backend(command: LoadModel) -> Backend:
     import openvino_genai as ov_genai
 
     spec = command.spec
-    properties: dict[str, Any] = dict(command.properties)
-    if command.compile_cache_dir and not command.device.startswith("CPU"):
-        properties.setdefault("CACHE_DIR", command.compile_cache_dir)
-    backend = command.backend
-    if backend == "auto":
-        backend = "serial" if command.device.startswith("NPU") else "batched"
-    if backend == "serial":
-        pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
-        return SerialBackend(pipe, spec.context_length)
-    scheduler = ov_genai.SchedulerConfig()
-    scheduler.enable_prefix_caching = True
-    scheduler.cache_size = max(1, round(command.kv_cache_gb))
-    scheduler.dynamic_split_fuse = True
-    pipe = ov_genai.ContinuousBatchingPipeline(
-        str(spec.path), scheduler, command.device, properties
+    plan = plan_load(command)
+    logger.info(
+        "%s on %s: context %s (limited by %s, KV cache %s, %d GB)",
+        spec.id,
+        command.device,
+        plan.context_length,
+        plan.fit.limited_by,
+        plan.fit.precision,
+        plan.cache_size_gb,
     )
-    return BatchedBackend(pipe, spec.context_length)
+    backend: Backend
+    if plan.kind == "serial":
+        pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **plan.properties)
+        backend = SerialBackend(pipe, plan.context_length)
+    else:
+        scheduler = ov_genai.SchedulerConfig()
+        scheduler.enable_prefix_caching = True
+        scheduler.cache_size = plan.cache_size_gb
+        scheduler.dynamic_split_fuse = True
+        pipe = ov_genai.ContinuousBatchingPipeline(
+            str(spec.path), scheduler, command.device, plan.properties
+        )
+        backend = BatchedBackend(pipe, plan.context_length)
+    backend.prompt_limit = plan.prompt_limit
+    return backend
 
 
 def _load_error(exc: Exception) -> str:

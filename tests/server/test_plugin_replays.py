@@ -353,7 +353,8 @@ def test_continue_ollama_show(http: httpx.Client) -> None:
     stops, num_ctx, fim = continue_model_info(shown.json())
     # The fixture's chat requests carry what Continue takes from this answer.
     assert stops == ["<|im_end|>"]
-    assert num_ctx is None  # so Continue sends its default num_ctx, 8192
+    # the context the model is served with, so Continue sizes its history to it (not 8192)
+    assert num_ctx == 2048
     assert fim is False  # no FIM tokens: no autocomplete offer
 
 

@@ -166,6 +166,8 @@ def _parameters(info: ModelInfo) -> str:
     """Modelfile ``PARAMETER`` lines, as Ollama prints them (name padded to 30)."""
     pairs = [("stop", f'"{s}"') for s in info.stop_strings]
     pairs += [(key, str(value)) for key, value in sorted(info.generation_defaults.items())]
+    if info.context_length:
+        pairs.append(("num_ctx", str(info.context_length)))  # the context it is served with
     return "\n".join(f"{key:<30} {value}" for key, value in pairs)
 
 
@@ -221,6 +223,23 @@ def max_tokens(options: protocol.Options | None) -> int | None:
     return options.num_predict
 
 
+def num_ctx(options: protocol.Options | None) -> int | None:
+    """``num_ctx``: a smaller context for this request (a larger one than the model is
+    served with changes nothing). Ollama cuts a longer prompt silently; Sidelight refuses it
+    with a 400 naming both numbers (see ``engine.worker.prepare``).
+
+    Raises:
+        APIError: 400 for ``num_ctx`` below 1.
+    """
+    if options is None or options.num_ctx is None:
+        return None
+    if options.num_ctx < 1:
+        raise APIError(
+            400, f"options.num_ctx must be at least 1, got {options.num_ctx}", param="num_ctx"
+        )
+    return options.num_ctx
+
+
 def stop(options: protocol.Options | None) -> tuple[str, ...]:
     return tuple(options.stop) if options and options.stop else ()
 
@@ -228,11 +247,8 @@ def stop(options: protocol.Options | None) -> tuple[str, ...]:
 def log_ignored(path: str, options: protocol.Options | None) -> None:
     """Runner settings (num_gpu, num_thread, mirostat, ...) have no OpenVINO equivalent.
 
-    ``num_ctx`` is accepted and ignored too: Sidelight serves the model's full context and
-    refuses (never truncates) a prompt that does not fit.
+    (``num_ctx`` is used: see :func:`num_ctx`.)
     """
     ignored = options.ignored() if options else []
-    if options and options.num_ctx is not None:
-        ignored.append("num_ctx")
     if ignored:
         logger.info("%s: ignoring options %s", path, ", ".join(sorted(ignored)))

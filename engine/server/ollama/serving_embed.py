@@ -34,7 +34,7 @@ class EmbedServing:
         body = await parse_body(request, protocol.EmbedRequest)
         log_ignored(request.url.path, body.options)
         info = await self._embedding_model(body.model)
-        result = await self._run(info, body.inputs())
+        result = await self._run(info, body.inputs(), truncate=body.truncate)
         vectors = [_shorten(v, body.dimensions) for v in result.vectors]
         return JSONResponse(
             {
@@ -65,9 +65,12 @@ class EmbedServing:
             )
         return info
 
-    async def _run(self, info: ModelInfo, texts: list[str]) -> Embedded:
+    async def _run(self, info: ModelInfo, texts: list[str], truncate: bool = False) -> Embedded:
+        """``truncate`` (``/api/embed``'s, true by default as in Ollama): a text past the
+        model's limit is embedded from its first tokens and counted so in
+        ``prompt_eval_count``; false refuses it with a 400 naming both numbers."""
         try:
-            return await self._engine.embed(info.spec, texts)
+            return await self._engine.embed(info.spec, texts, truncate=truncate)
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:

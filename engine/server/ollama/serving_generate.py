@@ -37,6 +37,7 @@ from engine.server.ollama.serving import (
     Resolved,
     log_ignored,
     max_tokens,
+    num_ctx,
     sampling,
     stop,
 )
@@ -140,6 +141,7 @@ def _generate_request(
         suffix=suffix,
         max_tokens=max_tokens(body.options),
         cap_max_tokens=True,  # num_predict is an upper bound, clipped to the context
+        context_limit=num_ctx(body.options),
         stop=stop(body.options),
         sampling=sampling(body.options),
         tools=tools or [],

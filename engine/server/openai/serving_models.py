@@ -38,7 +38,9 @@ class ModelCards:
         status = models.status()
         cards: dict[str, dict[str, Any]] = {}
         if status.model is not None:
-            cards[status.model.id] = {**_spec_card(status.model), "status": status.state}
+            context = status.context_length or status.model.context_length
+            served = {"context_length": context, "max_model_len": context}  # vLLM's name too
+            cards[status.model.id] = {**_spec_card(status.model), **served, "status": status.state}
         for spec in models.seen.values():
             cards.setdefault(spec.id, {**_spec_card(spec), "status": "available"})
         for stored in models.store.list() if models.store else []:

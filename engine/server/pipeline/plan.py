@@ -76,6 +76,7 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
         suffix=request.suffix,
         max_tokens=request.max_tokens,
         cap_max_tokens=request.cap_max_tokens,
+        context_limit=request.context_limit,
         stop=request.stop,
         sampling=request.sampling,
         chat_template_kwargs=kwargs,

@@ -46,6 +46,7 @@ class GenerateRequest:
     # True: max_tokens is an upper bound clipped to the context (Ollama's num_predict);
     # False: a demand refused with a 400 when it does not fit (OpenAI's max_tokens).
     cap_max_tokens: bool = False
+    context_limit: int | None = None  # a smaller context for this request (Ollama's num_ctx)
     stop: tuple[str, ...] = ()
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tools: list[dict[str, Any]] = field(default_factory=list)
