@@ -37,13 +37,27 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
+from engine.supervisor.states import (
+    ERROR,
+    IDLE,
+    LOADING,
+    READY,
+    RESTARTING,
+    STARTING,
+    STOPPED,
+    EngineIncident,
+    EngineState,
+    EngineStatus,
+    EngineUnavailable,
+    RequestFailed,
+    RequestOutcome,
+)
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -59,7 +73,6 @@ from engine.worker.messages import (
     ModelUnloaded,
     Ping,
     Pong,
-    RejectCode,
     RequestAccepted,
     RequestRejected,
     Rerank,
@@ -72,94 +85,29 @@ from engine.worker.messages import (
 )
 from engine.worker.process import worker_main
 
+__all__ = [  # the states moved to engine.supervisor.states; importing them here keeps working
+    "ERROR",
+    "IDLE",
+    "LOADING",
+    "MAX_CONSECUTIVE_CRASHES",
+    "READY",
+    "RESTARTING",
+    "STARTING",
+    "STOPPED",
+    "EngineClient",
+    "EngineIncident",
+    "EngineState",
+    "EngineStatus",
+    "EngineUnavailable",
+    "RequestFailed",
+    "RequestStream",
+]
+
 logger = logging.getLogger(__name__)
 
 _Answer = TypeVar("_Answer", Embedded, Reranked)  # the one event a one-shot request ends with
 
-EngineState = Literal["stopped", "starting", "idle", "loading", "ready", "restarting", "error"]
-"""The engine's state, as /health and the tray show it (the wire value is the string)."""
-
-STOPPED: Final = "stopped"  # no worker (before start(), after close())
-STARTING: Final = "starting"  # the worker process is starting
-IDLE: Final = "idle"  # the worker runs, no chat model is loaded
-LOADING: Final = "loading"  # a chat model is loading
-READY: Final = "ready"  # a chat model takes requests
-RESTARTING: Final = "restarting"  # the worker died or hung; a new one is on its way
-ERROR: Final = "error"  # a model failed to load, or restarts are paused after crashes
 MAX_CONSECUTIVE_CRASHES = 3
-
-
-class EngineUnavailable(Exception):
-    """The engine cannot take requests now (loading, restarting, no model, error)."""
-
-    def __init__(self, message: str, state: EngineState, retry_after: int | None) -> None:
-        super().__init__(message)
-        self.state = state
-        self.retry_after = retry_after
-
-
-class RequestFailed(Exception):
-    """The worker refused a request (``code`` says why) or it ended with an error."""
-
-    def __init__(self, code: RejectCode, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.param = param
-
-
-@dataclass(frozen=True)
-class EngineIncident:
-    """The last time the worker died or hung: what happened and when (wall clock)."""
-
-    message: str
-    at: float  # seconds since the epoch
-    exit_code: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        when = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
-        return {"message": self.message, "exit_code": self.exit_code, "at": when}
-
-
-@dataclass(frozen=True)
-class EngineStatus:
-    """A snapshot of the engine for /health, the tray and tests."""
-
-    state: EngineState
-    model: ModelSpec | None = None
-    device: str | None = None
-    backend: str | None = None
-    context_length: int | None = None
-    message: str | None = None
-    worker_pid: int | None = None
-    active_requests: int = 0
-    completed: int = 0
-    cancelled: int = 0
-    failed: int = 0
-    restarts: int = 0
-    load_seconds: float | None = None
-    chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
-    fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
-    last_error: EngineIncident | None = None  # the worker's last crash or hang
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.state,
-            "model": self.model.id if self.model else None,
-            "device": self.device,
-            "backend": self.backend,
-            "context_length": self.context_length,
-            "message": self.message,
-            "worker_pid": self.worker_pid,
-            "requests": {
-                "active": self.active_requests,
-                "completed": self.completed,
-                "cancelled": self.cancelled,
-                "failed": self.failed,
-            },
-            "restarts": self.restarts,
-            "last_error": self.last_error.to_dict() if self.last_error else None,
-            "load_seconds": self.load_seconds,
-        }
 
 
 class RequestStream:
@@ -724,7 +672,7 @@ class EngineClient:
         return handover
 
     def _count(self, finished: Finished) -> None:
-        field: Literal["completed", "cancelled", "failed"]
+        field: RequestOutcome
         if finished.finish_reason == "cancelled":
             field = "cancelled"
         elif finished.finish_reason == "error":
