@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import multiprocessing
 import pickle
 import sys
@@ -38,6 +39,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
@@ -219,6 +221,14 @@ class EngineClient:
         self._hung: Any = None
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        # Lifecycle: how long the loaded model stays loaded once idle (seconds; inf: forever;
+        # a request's keep_alive sets it for the loaded model), since when it is idle
+        # (monotonic; None: busy or nothing loaded), the idle timer's thread, and retired
+        # workers (ended to free memory) whose pipes close once they exit.
+        self._keep_alive = _keep_alive_default(settings)
+        self._idle_since: float | None = None
+        self._idle_thread: threading.Thread | None = None
+        self._retired: dict[Any, Connection] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -229,6 +239,11 @@ class EngineClient:
                 return
             self._closing = False
             self._spawn()
+            if self._idle_thread is None or not self._idle_thread.is_alive():
+                self._idle_thread = threading.Thread(
+                    target=self._idle_timer, name="engine-idle", daemon=True
+                )
+                self._idle_thread.start()
             if self._watchdog is None and self._settings.engine_watchdog_seconds > 0:
                 self._watch_stop.clear()
                 self._watchdog = threading.Thread(
@@ -405,13 +420,117 @@ class EngineClient:
             self._revive()  # a model switch is a fresh start after crashes, too
             self._wanted = command
             self._crashes.clear()
+            self._keep_alive = _keep_alive_default(self._settings)
+            self._idle_since = None
             self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
         self._send(command)
 
     def unload(self) -> None:
+        """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
         with self._lock:
             self._wanted = None
         self._send(UnloadModel())
+
+    def release(self, reason: str = "unloaded") -> bool:
+        """Unload the model by ending its worker process, which returns all of its memory.
+
+        An unload inside the worker frees only ~8-30 MB (docs/benchmarks.md, "Model
+        lifecycle"): OpenVINO and the allocator keep the rest. Refused (returns False) while
+        a request is in flight: a running request is never cancelled to free memory. A fresh
+        worker with no model is started at once (state ``idle``); the next request for the
+        model loads it again. Any thread.
+        """
+        with self._lock:
+            if self._streams or self._process is None or self._closing:
+                return False
+            if self._status.model is None and self._wanted is None:
+                return True
+            self._retire(reason)
+            return True
+
+    def set_keep_alive(self, seconds: float) -> None:
+        """How long the loaded model stays loaded once idle, from now on (any thread).
+
+        Ollama's ``keep_alive`` / LM Studio's ``ttl`` of the latest request: seconds,
+        ``math.inf`` for forever, 0 to unload as soon as no request is in flight. Loading
+        another model resets it to ``Settings.idle_unload_seconds``.
+        """
+        with self._lock:
+            self._keep_alive = max(0.0, seconds)
+            self._changed.notify_all()
+
+    def expires_at(self) -> datetime | None:
+        """When the loaded model will be unloaded if no request comes (UTC), or None when
+        nothing is loaded or it stays loaded forever. While requests run: now + keep_alive."""
+        with self._lock:
+            if self._status.model is None or math.isinf(self._keep_alive):
+                return None
+            idle_for = 0.0 if self._idle_since is None else time.monotonic() - self._idle_since
+            left = max(0.0, self._keep_alive - idle_for)
+            return datetime.now(UTC) + timedelta(seconds=left)
+
+    def _retire(self, reason: str) -> None:
+        """End the current worker and start a fresh one (lock held, no stream in flight)."""
+        process, conn = self._process, self._conn
+        model = self._status.model.id if self._status.model else "the model"
+        logger.info("unloading %s (%s): ending worker %s", model, reason, process.pid)
+        self._wanted = None
+        self._idle_since = None
+        self._keep_alive = _keep_alive_default(self._settings)
+        if conn is not None:
+            self._retired[process] = conn
+            with contextlib.suppress(OSError):
+                self._send(Shutdown())
+        self._process = self._conn = None
+        self._set(
+            model=None,
+            device=None,
+            backend=None,
+            context_length=None,
+            chat_template=None,
+            fim_tokens=None,
+            load_seconds=None,
+            message=f"{model} was unloaded ({reason})",
+        )
+        self._spawn()
+        threading.Thread(
+            target=self._reap, args=(process,), name="engine-retire", daemon=True
+        ).start()
+
+    def _reap(self, process: Any) -> None:
+        """Wait for a retired worker to exit (kill it after 10 s), then close its pipe."""
+        process.join(10)
+        if process.is_alive():
+            logger.warning("retired engine worker %s did not exit; killing it", process.pid)
+            process.kill()
+            process.join(5)
+        with self._lock:
+            conn = self._retired.pop(process, None)
+        self._detach_for_close(conn)
+        if conn is not None:
+            conn.close()
+
+    def _idle_timer(self) -> None:
+        """Thread: end the model's worker once it was idle for its keep_alive."""
+        with self._changed:
+            while not self._closing:
+                due = self._idle_due()
+                now = time.monotonic()
+                if due is not None and now >= due:
+                    self._retire("idle")
+                    continue
+                self._changed.wait(None if due is None else due - now)
+
+    def _idle_due(self) -> float | None:
+        """When the idle model should go (monotonic), or None (lock held)."""
+        if (
+            self._status.state != READY
+            or self._streams
+            or self._idle_since is None
+            or math.isinf(self._keep_alive)
+        ):
+            return None
+        return self._idle_since + self._keep_alive
 
     def revive(self) -> bool:
         """Start a worker again if restarts were paused after repeated crashes (any thread).
@@ -575,7 +694,9 @@ class EngineClient:
 
     def _forget(self, request_id: int) -> None:
         with self._lock:
-            self._streams.pop(request_id, None)
+            if self._streams.pop(request_id, None) is not None and not self._streams:
+                self._idle_since = time.monotonic()
+                self._changed.notify_all()
 
     def _send(self, command: Command) -> None:
         with self._send_lock:
@@ -669,6 +790,9 @@ class EngineClient:
                     elif isinstance(item, Embedded | Reranked):
                         self._streams.pop(rid, None)
                 stream._deliver(items, on_loop)
+            if per_stream and not self._streams:
+                self._idle_since = time.monotonic()
+                self._changed.notify_all()
         return handover
 
     def _count(self, finished: Finished) -> None:
@@ -697,6 +821,7 @@ class EngineClient:
                 self._set(message=event.message)
             elif isinstance(event, ModelLoaded):
                 self._worker_loading = False
+                self._idle_since = None if self._streams else time.monotonic()
                 self._set(
                     state=READY,
                     model=event.spec,
@@ -733,7 +858,7 @@ class EngineClient:
         code = process.exitcode
         with self._lock:
             if self._closing or process is not self._process:
-                return
+                return  # closed, or retired on purpose (_reap closes its pipe)
             if process is self._hung:  # killed by the watchdog: already reported
                 message = self._status.message or "the engine stopped answering"
             else:
@@ -842,6 +967,11 @@ class EngineClient:
                 listener(snapshot)
             except Exception:
                 logger.exception("engine status listener failed")
+
+
+def _keep_alive_default(settings: Settings) -> float:
+    seconds = settings.idle_unload_seconds
+    return math.inf if seconds < 0 else seconds
 
 
 def _unsendable(request: GenerationRequest, exc: Exception) -> tuple[str, str]:
