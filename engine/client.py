@@ -422,7 +422,13 @@ class EngineClient:
             self._crashes.clear()
             self._keep_alive = _keep_alive_default(self._settings)
             self._idle_since = None
-            self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
+            self._set(
+                state=LOADING,
+                model=spec,
+                device=device,
+                message=f"loading {spec.id}",
+                unloaded=None,
+            )
         self._send(command)
 
     def unload(self) -> None:
@@ -491,6 +497,7 @@ class EngineClient:
             fim_tokens=None,
             load_seconds=None,
             message=f"{model} was unloaded ({reason})",
+            unloaded=reason,
         )
         self._spawn()
         threading.Thread(
@@ -590,7 +597,9 @@ class EngineClient:
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
             self._streams[request_id] = stream
-        request = replace(request, request_id=request_id)
+            if request.keep_alive is not None:  # applies once this request has ended
+                self._keep_alive = max(0.0, request.keep_alive)
+        request = replace(request, request_id=request_id, keep_alive=None)
         try:
             self._send(Submit(request))
         except OSError as exc:

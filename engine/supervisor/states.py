@@ -77,6 +77,9 @@ class EngineStatus:
     chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
     fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
     last_error: EngineIncident | None = None  # the worker's last crash or hang
+    # Why the last model went away on purpose ("idle", "keep_alive 0", ...): the engine is
+    # healthy and loads it again on the next request. None once a model loads.
+    unloaded: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +99,7 @@ class EngineStatus:
             "restarts": self.restarts,
             "last_error": self.last_error.to_dict() if self.last_error else None,
             "load_seconds": self.load_seconds,
+            "unloaded": self.unloaded,
         }
 
 

@@ -84,6 +84,9 @@ class GenerationRequest:
     logprobs: bool = False
     cap_max_tokens: bool = False
     count_only: bool = False
+    # For the client, not the worker: how long the model stays loaded once idle after this
+    # request (seconds; math.inf: forever; None: unchanged). Set when the request is queued.
+    keep_alive: float | None = None
 
 
 # ---- commands: server -> worker ----------------------------------------------------------

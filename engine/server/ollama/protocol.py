@@ -292,7 +292,14 @@ def tags_entry(info: ModelInfo) -> dict[str, Any]:
     }
 
 
-def ps_entry(info: ModelInfo, context_length: int | None, on_gpu: bool) -> dict[str, Any]:
+# Ollama's expires_at for a model kept loaded forever (a negative keep_alive).
+NEVER_EXPIRES = "2318-01-01T00:00:00Z"
+
+
+def ps_entry(
+    info: ModelInfo, context_length: int | None, on_gpu: bool, expires: datetime | None
+) -> dict[str, Any]:
+    """One /api/ps entry; ``expires`` is when the idle model unloads (None: never)."""
     name = tag_name(info.id)
     return {
         "name": name,
@@ -300,8 +307,7 @@ def ps_entry(info: ModelInfo, context_length: int | None, on_gpu: bool) -> dict[
         "size": info.size_bytes,
         "digest": info.digest,
         "details": details(info),
-        # Sidelight keeps a model loaded until another is picked: no expiry.
-        "expires_at": "2318-01-01T00:00:00Z",
+        "expires_at": NEVER_EXPIRES if expires is None else timestamp(expires),
         "size_vram": info.size_bytes if on_gpu else 0,
         "context_length": context_length or info.context_length or 0,
     }
