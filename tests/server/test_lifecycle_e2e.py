@@ -89,3 +89,18 @@ def test_keep_alive_zero_frees_the_memory_and_a_request_reloads(server: ServerPr
     assert again.status_code == 200, again.text
     assert again.json()["done"] is True
     assert server.health().json()["model"] == MODEL
+
+
+def test_lm_studio_ttl_sets_the_idle_time(server: ServerProcess) -> None:
+    """LM Studio's ttl (seconds) on its OpenAI-compatible endpoints; a bad one is a 400."""
+    chat = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}
+    reply = httpx.post(f"{server.base_url}/v1/chat/completions", json={**chat, "ttl": 120})
+    assert reply.status_code == 200, reply.text
+    assert abs(float(expires_in(server)) - 120) < 5
+    completion = {"model": MODEL, "max_tokens": 4, "prompt": "Hi", "ttl": 45}
+    assert httpx.post(f"{server.base_url}/v1/completions", json=completion).status_code == 200
+    assert abs(float(expires_in(server)) - 45) < 5
+    for bad in (0, -5, "soon", 1.5):
+        refused = httpx.post(f"{server.base_url}/v1/chat/completions", json={**chat, "ttl": bad})
+        assert refused.status_code == 400, (bad, refused.text)
+        assert refused.json()["error"]["param"] == "ttl", refused.json()
