@@ -148,3 +148,41 @@ def test_release_never_cancels_a_running_request(sidelight_home: Path, tiny_mode
         assert client.status().worker_pid != pid
     finally:
         client.close()
+
+
+def test_a_model_unloaded_between_lookup_and_submit_is_loaded_again(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """The idle timer may end the worker between the pipeline's model lookup and its submit
+    (another thread); the request then loads the model again instead of failing. The timer
+    firing at that moment is forced by calling release() right after the lookup."""
+    from engine.server.pipeline import GenerateRequest, Pipeline
+
+    client = make_client(sidelight_home, -1)
+    client.start()
+    try:
+        pid = load_tiny(client, tiny_model)
+        pipeline = Pipeline(client)
+        lookup = pipeline.resolver.chat_model
+        released: list[bool] = []
+
+        async def lookup_then_unload(name: str) -> object:
+            spec = await lookup(name)
+            if not released:
+                released.append(client.release("idle"))
+            return spec
+
+        pipeline.resolver.chat_model = lookup_then_unload  # type: ignore[method-assign,assignment]
+        request = GenerateRequest(
+            model="sidelight-demo",
+            dialect="openai",
+            messages=[{"role": "user", "content": "Hi"}],
+            max_tokens=4,
+            sampling=GREEDY,
+        )
+        reply = asyncio.run(pipeline.collect(request))
+        assert released == [True]
+        assert reply.done.usage.completion_tokens > 0
+        assert client.status().worker_pid != pid
+    finally:
+        client.close()
