@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import multiprocessing
 import pickle
 import sys
@@ -37,13 +38,28 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
+from engine.supervisor.states import (
+    ERROR,
+    IDLE,
+    LOADING,
+    READY,
+    RESTARTING,
+    STARTING,
+    STOPPED,
+    EngineIncident,
+    EngineState,
+    EngineStatus,
+    EngineUnavailable,
+    RequestFailed,
+    RequestOutcome,
+)
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -59,7 +75,6 @@ from engine.worker.messages import (
     ModelUnloaded,
     Ping,
     Pong,
-    RejectCode,
     RequestAccepted,
     RequestRejected,
     Rerank,
@@ -72,94 +87,29 @@ from engine.worker.messages import (
 )
 from engine.worker.process import worker_main
 
+__all__ = [  # the states moved to engine.supervisor.states; importing them here keeps working
+    "ERROR",
+    "IDLE",
+    "LOADING",
+    "MAX_CONSECUTIVE_CRASHES",
+    "READY",
+    "RESTARTING",
+    "STARTING",
+    "STOPPED",
+    "EngineClient",
+    "EngineIncident",
+    "EngineState",
+    "EngineStatus",
+    "EngineUnavailable",
+    "RequestFailed",
+    "RequestStream",
+]
+
 logger = logging.getLogger(__name__)
 
 _Answer = TypeVar("_Answer", Embedded, Reranked)  # the one event a one-shot request ends with
 
-EngineState = Literal["stopped", "starting", "idle", "loading", "ready", "restarting", "error"]
-"""The engine's state, as /health and the tray show it (the wire value is the string)."""
-
-STOPPED: Final = "stopped"  # no worker (before start(), after close())
-STARTING: Final = "starting"  # the worker process is starting
-IDLE: Final = "idle"  # the worker runs, no chat model is loaded
-LOADING: Final = "loading"  # a chat model is loading
-READY: Final = "ready"  # a chat model takes requests
-RESTARTING: Final = "restarting"  # the worker died or hung; a new one is on its way
-ERROR: Final = "error"  # a model failed to load, or restarts are paused after crashes
 MAX_CONSECUTIVE_CRASHES = 3
-
-
-class EngineUnavailable(Exception):
-    """The engine cannot take requests now (loading, restarting, no model, error)."""
-
-    def __init__(self, message: str, state: EngineState, retry_after: int | None) -> None:
-        super().__init__(message)
-        self.state = state
-        self.retry_after = retry_after
-
-
-class RequestFailed(Exception):
-    """The worker refused a request (``code`` says why) or it ended with an error."""
-
-    def __init__(self, code: RejectCode, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.param = param
-
-
-@dataclass(frozen=True)
-class EngineIncident:
-    """The last time the worker died or hung: what happened and when (wall clock)."""
-
-    message: str
-    at: float  # seconds since the epoch
-    exit_code: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        when = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
-        return {"message": self.message, "exit_code": self.exit_code, "at": when}
-
-
-@dataclass(frozen=True)
-class EngineStatus:
-    """A snapshot of the engine for /health, the tray and tests."""
-
-    state: EngineState
-    model: ModelSpec | None = None
-    device: str | None = None
-    backend: str | None = None
-    context_length: int | None = None
-    message: str | None = None
-    worker_pid: int | None = None
-    active_requests: int = 0
-    completed: int = 0
-    cancelled: int = 0
-    failed: int = 0
-    restarts: int = 0
-    load_seconds: float | None = None
-    chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
-    fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
-    last_error: EngineIncident | None = None  # the worker's last crash or hang
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.state,
-            "model": self.model.id if self.model else None,
-            "device": self.device,
-            "backend": self.backend,
-            "context_length": self.context_length,
-            "message": self.message,
-            "worker_pid": self.worker_pid,
-            "requests": {
-                "active": self.active_requests,
-                "completed": self.completed,
-                "cancelled": self.cancelled,
-                "failed": self.failed,
-            },
-            "restarts": self.restarts,
-            "last_error": self.last_error.to_dict() if self.last_error else None,
-            "load_seconds": self.load_seconds,
-        }
 
 
 class RequestStream:
@@ -271,6 +221,14 @@ class EngineClient:
         self._hung: Any = None
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        # Lifecycle: how long the loaded model stays loaded once idle (seconds; inf: forever;
+        # a request's keep_alive sets it for the loaded model), since when it is idle
+        # (monotonic; None: busy or nothing loaded), the idle timer's thread, and retired
+        # workers (ended to free memory) whose pipes close once they exit.
+        self._keep_alive = _keep_alive_default(settings)
+        self._idle_since: float | None = None
+        self._idle_thread: threading.Thread | None = None
+        self._retired: dict[Any, Connection] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -281,6 +239,11 @@ class EngineClient:
                 return
             self._closing = False
             self._spawn()
+            if self._idle_thread is None or not self._idle_thread.is_alive():
+                self._idle_thread = threading.Thread(
+                    target=self._idle_timer, name="engine-idle", daemon=True
+                )
+                self._idle_thread.start()
             if self._watchdog is None and self._settings.engine_watchdog_seconds > 0:
                 self._watch_stop.clear()
                 self._watchdog = threading.Thread(
@@ -457,13 +420,124 @@ class EngineClient:
             self._revive()  # a model switch is a fresh start after crashes, too
             self._wanted = command
             self._crashes.clear()
-            self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
+            self._keep_alive = _keep_alive_default(self._settings)
+            self._idle_since = None
+            self._set(
+                state=LOADING,
+                model=spec,
+                device=device,
+                message=f"loading {spec.id}",
+                unloaded=None,
+            )
         self._send(command)
 
     def unload(self) -> None:
+        """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
         with self._lock:
             self._wanted = None
         self._send(UnloadModel())
+
+    def release(self, reason: str = "unloaded") -> bool:
+        """Unload the model by ending its worker process, which returns all of its memory.
+
+        An unload inside the worker frees only ~8-30 MB (docs/benchmarks.md, "Model
+        lifecycle"): OpenVINO and the allocator keep the rest. Refused (returns False) while
+        a request is in flight: a running request is never cancelled to free memory. A fresh
+        worker with no model is started at once (state ``idle``); the next request for the
+        model loads it again. Any thread.
+        """
+        with self._lock:
+            if self._streams or self._process is None or self._closing:
+                return False
+            if self._status.model is None and self._wanted is None:
+                return True
+            self._retire(reason)
+            return True
+
+    def set_keep_alive(self, seconds: float) -> None:
+        """How long the loaded model stays loaded once idle, from now on (any thread).
+
+        Ollama's ``keep_alive`` / LM Studio's ``ttl`` of the latest request: seconds,
+        ``math.inf`` for forever, 0 to unload as soon as no request is in flight. Loading
+        another model resets it to ``Settings.idle_unload_seconds``.
+        """
+        with self._lock:
+            self._keep_alive = max(0.0, seconds)
+            self._changed.notify_all()
+
+    def expires_at(self) -> datetime | None:
+        """When the loaded model will be unloaded if no request comes (UTC), or None when
+        nothing is loaded or it stays loaded forever. While requests run: now + keep_alive."""
+        with self._lock:
+            if self._status.model is None or math.isinf(self._keep_alive):
+                return None
+            idle_for = 0.0 if self._idle_since is None else time.monotonic() - self._idle_since
+            left = max(0.0, self._keep_alive - idle_for)
+            return datetime.now(UTC) + timedelta(seconds=left)
+
+    def _retire(self, reason: str) -> None:
+        """End the current worker and start a fresh one (lock held, no stream in flight)."""
+        process, conn = self._process, self._conn
+        model = self._status.model.id if self._status.model else "the model"
+        logger.info("unloading %s (%s): ending worker %s", model, reason, process.pid)
+        self._wanted = None
+        self._idle_since = None
+        self._keep_alive = _keep_alive_default(self._settings)
+        if conn is not None:
+            self._retired[process] = conn
+            with contextlib.suppress(OSError):
+                self._send(Shutdown())
+        self._process = self._conn = None
+        self._set(
+            model=None,
+            device=None,
+            backend=None,
+            context_length=None,
+            chat_template=None,
+            fim_tokens=None,
+            load_seconds=None,
+            message=f"{model} was unloaded ({reason})",
+            unloaded=reason,
+        )
+        self._spawn()
+        threading.Thread(
+            target=self._reap, args=(process,), name="engine-retire", daemon=True
+        ).start()
+
+    def _reap(self, process: Any) -> None:
+        """Wait for a retired worker to exit (kill it after 10 s), then close its pipe."""
+        process.join(10)
+        if process.is_alive():
+            logger.warning("retired engine worker %s did not exit; killing it", process.pid)
+            process.kill()
+            process.join(5)
+        with self._lock:
+            conn = self._retired.pop(process, None)
+        self._detach_for_close(conn)
+        if conn is not None:
+            conn.close()
+
+    def _idle_timer(self) -> None:
+        """Thread: end the model's worker once it was idle for its keep_alive."""
+        with self._changed:
+            while not self._closing:
+                due = self._idle_due()
+                now = time.monotonic()
+                if due is not None and now >= due:
+                    self._retire("idle")
+                    continue
+                self._changed.wait(None if due is None else due - now)
+
+    def _idle_due(self) -> float | None:
+        """When the idle model should go (monotonic), or None (lock held)."""
+        if (
+            self._status.state != READY
+            or self._streams
+            or self._idle_since is None
+            or math.isinf(self._keep_alive)
+        ):
+            return None
+        return self._idle_since + self._keep_alive
 
     def revive(self) -> bool:
         """Start a worker again if restarts were paused after repeated crashes (any thread).
@@ -523,7 +597,9 @@ class EngineClient:
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
             self._streams[request_id] = stream
-        request = replace(request, request_id=request_id)
+            if request.keep_alive is not None:  # applies once this request has ended
+                self._keep_alive = max(0.0, request.keep_alive)
+        request = replace(request, request_id=request_id, keep_alive=None)
         try:
             self._send(Submit(request))
         except OSError as exc:
@@ -629,7 +705,9 @@ class EngineClient:
 
     def _forget(self, request_id: int) -> None:
         with self._lock:
-            self._streams.pop(request_id, None)
+            if self._streams.pop(request_id, None) is not None and not self._streams:
+                self._idle_since = time.monotonic()
+                self._changed.notify_all()
 
     def _send(self, command: Command) -> None:
         with self._send_lock:
@@ -723,10 +801,13 @@ class EngineClient:
                     elif isinstance(item, Embedded | Reranked):
                         self._streams.pop(rid, None)
                 stream._deliver(items, on_loop)
+            if per_stream and not self._streams:
+                self._idle_since = time.monotonic()
+                self._changed.notify_all()
         return handover
 
     def _count(self, finished: Finished) -> None:
-        field: Literal["completed", "cancelled", "failed"]
+        field: RequestOutcome
         if finished.finish_reason == "cancelled":
             field = "cancelled"
         elif finished.finish_reason == "error":
@@ -751,6 +832,7 @@ class EngineClient:
                 self._set(message=event.message)
             elif isinstance(event, ModelLoaded):
                 self._worker_loading = False
+                self._idle_since = None if self._streams else time.monotonic()
                 self._set(
                     state=READY,
                     model=event.spec,
@@ -787,7 +869,7 @@ class EngineClient:
         code = process.exitcode
         with self._lock:
             if self._closing or process is not self._process:
-                return
+                return  # closed, or retired on purpose (_reap closes its pipe)
             if process is self._hung:  # killed by the watchdog: already reported
                 message = self._status.message or "the engine stopped answering"
             else:
@@ -896,6 +978,11 @@ class EngineClient:
                 listener(snapshot)
             except Exception:
                 logger.exception("engine status listener failed")
+
+
+def _keep_alive_default(settings: Settings) -> float:
+    seconds = settings.idle_unload_seconds
+    return math.inf if seconds < 0 else seconds
 
 
 def _unsendable(request: GenerationRequest, exc: Exception) -> tuple[str, str]:

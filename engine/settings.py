@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ DEFAULT_STREAM_INTERVAL_MS = 40
 # loading a large model on a GPU the first time can take many minutes.
 DEFAULT_ENGINE_WATCHDOG_SECONDS = 120.0
 DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS = 1800.0
+DEFAULT_IDLE_UNLOAD_SECONDS = 300.0
 
 # Localhost pages and the VS Code family's webviews may call us from a browser context.
 DEFAULT_ALLOWED_ORIGINS: tuple[str, ...] = (
@@ -141,6 +143,10 @@ class Settings:
     # restarted: while it serves (0 turns the watchdog off), and while a model loads.
     engine_watchdog_seconds: float = DEFAULT_ENGINE_WATCHDOG_SECONDS
     engine_load_timeout_seconds: float = DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS
+    # Seconds a loaded model stays loaded with no request in flight before its worker
+    # process ends and gives its memory back (Ollama's default: 5 minutes; a request's
+    # keep_alive overrides it for that model). Negative: never unload for being idle.
+    idle_unload_seconds: float = DEFAULT_IDLE_UNLOAD_SECONDS
     log_level: str = "INFO"
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate
@@ -203,6 +209,8 @@ class Settings:
             raise SettingsError("engine_watchdog_seconds must be 0 (off) or positive")
         if self.engine_load_timeout_seconds <= 0:
             raise SettingsError("engine_load_timeout_seconds must be positive")
+        if not math.isfinite(self.idle_unload_seconds):
+            raise SettingsError("idle_unload_seconds must be a number (negative: never unload)")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -330,6 +338,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             pick("SIDELIGHT_ENGINE_LOAD_TIMEOUT_SECONDS", "engine_load_timeout_seconds"),
             "engine_load_timeout_seconds",
         ),
+        idle_unload_seconds=_float(
+            pick("SIDELIGHT_IDLE_UNLOAD_SECONDS", "idle_unload_seconds"), "idle_unload_seconds"
+        ),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
@@ -362,6 +373,7 @@ CONFIG_KEYS = frozenset(
         "stream_interval_ms",
         "engine_watchdog_seconds",
         "engine_load_timeout_seconds",
+        "idle_unload_seconds",
         "log_level",
         "hf_token",
         "convert_python",

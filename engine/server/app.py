@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING, EngineClient
+from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING, EngineClient
 from engine.server.anthropic.routes import anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
@@ -74,7 +74,10 @@ def create_app(
             await asyncio.to_thread(engine.revive)
         status = engine.status()
         body = status.to_dict()
-        if status.state == READY:
+        expires = engine.expires_at() if status.state == READY else None
+        body["expires_at"] = expires.isoformat(timespec="seconds") if expires else None
+        if status.state == READY or (status.state == IDLE and status.unloaded):
+            # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
             return JSONResponse(body)
         headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
         return JSONResponse(body, status_code=503, headers=headers)

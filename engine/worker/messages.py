@@ -86,6 +86,9 @@ class GenerationRequest:
     count_only: bool = False
     # A smaller context for this request (Ollama's num_ctx); the model's own is never exceeded.
     context_limit: int | None = None
+    # For the client, not the worker: how long the model stays loaded once idle after this
+    # request (seconds; math.inf: forever; None: unchanged). Set when the request is queued.
+    keep_alive: float | None = None
 
 
 # ---- commands: server -> worker ----------------------------------------------------------

@@ -17,6 +17,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,17 @@ class FakeEngine:
     submitted: list[GenerationRequest] = field(default_factory=list)
     loads: list[ModelSpec] = field(default_factory=list)
     streams: list[FakeStream] = field(default_factory=list)
+    keep_alive: float | None = None  # the last set_keep_alive
+
+    def set_keep_alive(self, seconds: float) -> None:
+        self.keep_alive = seconds
+
+    def expires_at(self) -> datetime | None:
+        return None
+
+    def release(self, reason: str = "unloaded") -> bool:
+        self.unload()
+        return True
 
     def script(self, *pieces: str, **options: object) -> None:
         """Queue the reply to the next request (see :class:`Scripted` for the options)."""

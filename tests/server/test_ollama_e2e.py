@@ -369,3 +369,27 @@ def test_naming_a_stored_model_loads_it(client: ollama.Client, dialogues: dict[s
     assert response.message.content == hello["reply"]
     assert response.load_duration and response.load_duration > 0
     assert [m.model for m in client.ps().models] == ["tiny-gguf:latest"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/chat", {"model": "sidelight-demo", "messages": []}),
+        ("/api/generate", {"model": "sidelight-demo", "prompt": ""}),
+        ("/api/embed", {"model": "tiny-embed", "input": "hi"}),
+        ("/api/embeddings", {"model": "tiny-embed", "prompt": "hi"}),
+    ],
+)
+def test_a_bad_keep_alive_is_a_400_naming_it(
+    server: ServerProcess, path: str, body: dict[str, Any]
+) -> None:
+    """A keep_alive Ollama would refuse is refused here too, not silently ignored."""
+    for bad in ("5 minutes", "m5", "", True, [1], {"s": 1}):
+        reply = httpx.post(f"{server.base_url}{path}", json={**body, "keep_alive": bad})
+        assert reply.status_code == 400, (path, bad, reply.text)
+        assert "keep_alive" in reply.json()["error"], (path, bad)
+    for good in ("5m", "1h30m", 300, -1, "-1m", "10"):
+        reply = httpx.post(
+            f"{server.base_url}{path}", json={**body, "keep_alive": good, "stream": False}
+        )
+        assert reply.status_code == 200, (path, good, reply.text)

@@ -25,6 +25,7 @@ from engine.server.fields import (
     check_schema,
     check_schema_size,
 )
+from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
 
 # Recent Ollama clients check the server version; this is one they all accept.
@@ -36,6 +37,16 @@ class _Request(BaseModel):
 
     def unknown_fields(self) -> list[str]:
         return sorted((self.model_extra or {}).keys())
+
+
+def _valid_keep_alive(value: object) -> object:
+    """A ``keep_alive`` that is no duration is a 400 naming it, never silently ignored."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError('must be a number of seconds or a duration string such as "5m"')
+    parse_keep_alive(value)
+    return value
 
 
 # Ollama options with no OpenVINO equivalent: checked like Ollama's decoder checks them (the
@@ -144,6 +155,11 @@ class _GenerateFields(_Request):
     keep_alive: float | str | None = None
     think: bool | Literal["low", "medium", "high"] | None = None
 
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _check_keep_alive(cls, value: object) -> object:
+        return _valid_keep_alive(value)
+
     @field_validator("format")
     @classmethod
     def _check_format(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
@@ -201,6 +217,11 @@ class EmbedRequest(_Request):
     keep_alive: float | str | None = None
     dimensions: Int64 | None = Field(default=None, ge=1)
 
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _check_keep_alive(cls, value: object) -> object:
+        return _valid_keep_alive(value)
+
     @field_validator("input")
     @classmethod
     def _check_input(cls, value: str | list[str]) -> str | list[str]:
@@ -222,6 +243,11 @@ class EmbeddingsRequest(_Request):
     prompt: str = ""
     options: Options | None = None
     keep_alive: float | str | None = None
+
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _check_keep_alive(cls, value: object) -> object:
+        return _valid_keep_alive(value)
 
 
 # ---- responses -------------------------------------------------------------------------
@@ -266,7 +292,14 @@ def tags_entry(info: ModelInfo) -> dict[str, Any]:
     }
 
 
-def ps_entry(info: ModelInfo, context_length: int | None, on_gpu: bool) -> dict[str, Any]:
+# Ollama's expires_at for a model kept loaded forever (a negative keep_alive).
+NEVER_EXPIRES = "2318-01-01T00:00:00Z"
+
+
+def ps_entry(
+    info: ModelInfo, context_length: int | None, on_gpu: bool, expires: datetime | None
+) -> dict[str, Any]:
+    """One /api/ps entry; ``expires`` is when the idle model unloads (None: never)."""
     name = tag_name(info.id)
     return {
         "name": name,
@@ -274,8 +307,7 @@ def ps_entry(info: ModelInfo, context_length: int | None, on_gpu: bool) -> dict[
         "size": info.size_bytes,
         "digest": info.digest,
         "details": details(info),
-        # Sidelight keeps a model loaded until another is picked: no expiry.
-        "expires_at": "2318-01-01T00:00:00Z",
+        "expires_at": NEVER_EXPIRES if expires is None else timestamp(expires),
         "size_vram": info.size_bytes if on_gpu else 0,
         "context_length": context_length or info.context_length or 0,
     }

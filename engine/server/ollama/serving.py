@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.models import ModelSpec
 from engine.server.errors import APIError
+from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.pipeline import Pipeline
@@ -85,6 +86,24 @@ class OllamaServing:
         spec = await self.pipeline.resolve_model(info.id)
         return Resolved(info, spec, time.perf_counter() - started)
 
+    def unload_asked(self, keep_alive: float | str | None) -> bool:
+        """Whether an empty request's ``keep_alive`` asks to unload (Ollama: ``0``)."""
+        return keep_alive is not None and parse_keep_alive(keep_alive) == 0
+
+    def keep_alive(self, keep_alive: float | str | None) -> None:
+        """Apply an empty (load-only) request's ``keep_alive`` to the loaded model."""
+        if keep_alive is not None:
+            self.pipeline.engine.set_keep_alive(parse_keep_alive(keep_alive))
+
+    def unload(self, model_id: str) -> None:
+        """Unload ``model_id`` if it is the loaded one: at once when idle, else after its
+        requests end (they are never cancelled)."""
+        status = self.models.status()
+        if status.model is None or status.model.id != model_id:
+            return
+        if not self.pipeline.engine.release("keep_alive 0"):
+            self.pipeline.engine.set_keep_alive(0)
+
     # ---- model metadata ------------------------------------------------------------------
 
     async def tags(self) -> dict[str, Any]:
@@ -98,7 +117,8 @@ class OllamaServing:
         if info is None:
             return {"models": []}
         on_gpu = bool(status.device) and not str(status.device).startswith("CPU")
-        return {"models": [protocol.ps_entry(info, status.context_length, on_gpu)]}
+        expires = self.pipeline.engine.expires_at()
+        return {"models": [protocol.ps_entry(info, status.context_length, on_gpu, expires)]}
 
     async def show(self, name: str) -> dict[str, Any]:
         info = await self.find(name)

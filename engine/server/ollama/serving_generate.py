@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.server.errors import APIError
+from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.ollama.output import (
@@ -65,9 +66,14 @@ class GenerationServing:
         info = await self._serving.find(body.model, "chat")
         check_request(info, body.model, tools=bool(body.tools), think=body.think)
         tools = function_tools(body.tools)
+        empty = {"message": {"role": "assistant", "content": ""}}
+        if not body.messages and self._serving.unload_asked(body.keep_alive):
+            self._serving.unload(info.id)
+            return _loaded(body.model, empty, reason="unload")
         resolved = await self._serving.load(info)
         if not body.messages:
-            return _loaded(body.model, {"message": {"role": "assistant", "content": ""}})
+            self._serving.keep_alive(body.keep_alive)
+            return _loaded(body.model, empty)
         generate = _generate_request(
             body, info, messages=_template_messages(body.messages), tools=tools
         )
@@ -97,8 +103,13 @@ class GenerationServing:
         info = await self._serving.find(body.model, "generate")
         check_request(info, body.model, tools=False, think=body.think)
         prompt, messages = _generate_input(body, info)
+        if not body.prompt and not body.suffix and self._serving.unload_asked(body.keep_alive):
+            # Ollama's documented way to unload a model: an empty prompt with keep_alive 0.
+            self._serving.unload(info.id)
+            return _loaded(body.model, {"response": ""}, reason="unload")
         resolved = await self._serving.load(info)
         if not body.prompt and not body.suffix:
+            self._serving.keep_alive(body.keep_alive)
             return _loaded(body.model, {"response": ""})
         generate = _generate_request(
             body, info, messages=messages, prompt=prompt, suffix=body.suffix or None
@@ -149,6 +160,7 @@ def _generate_request(
         schema_param="format",
         thinking=thinking(info, body.think),
         split_reasoning=info.reasoning,  # what the model's files say, as /api/show does
+        keep_alive=None if body.keep_alive is None else parse_keep_alive(body.keep_alive),
     )
 
 
@@ -185,15 +197,15 @@ class _Answer:
         )
 
 
-def _loaded(model: str, fields: dict[str, Any]) -> Response:
-    """What Ollama answers to an empty request: the model is loaded, nothing generated."""
+def _loaded(model: str, fields: dict[str, Any], reason: str = "load") -> Response:
+    """What Ollama answers to an empty request: the model is loaded (or unloaded)."""
     return JSONResponse(
         {
             "model": model,
             "created_at": protocol.timestamp(),
             **fields,
             "done": True,
-            "done_reason": "load",
+            "done_reason": reason,
         }
     )
 

@@ -98,6 +98,8 @@ class _SamplingFields(_Request):
     user: str | None = None
     # Extensions beyond OpenAI (vLLM and llama.cpp spell them the same way).
     top_k: Int64 | None = Field(default=None, ge=-1)  # -1 and 0: off
+    # LM Studio's: seconds the model stays loaded once idle after this request.
+    ttl: Int64 | None = Field(default=None, ge=1)
     min_p: Float32 | None = Field(default=None, ge=0, le=1)
     repetition_penalty: Float32 | None = Field(default=None, gt=0)
     ignore_eos: bool = False

@@ -68,6 +68,7 @@ def generate_request(body: protocol.ChatCompletionRequest) -> GenerateRequest:
         chat_template_kwargs=body.template_kwargs(),
         logprobs=body.logprobs,
         split_reasoning=True,  # any model's leading <think> block is reasoning_content
+        keep_alive=None if body.ttl is None else float(body.ttl),
     )
 
 

@@ -62,6 +62,7 @@ def generate_request(body: protocol.CompletionRequest) -> GenerateRequest:
         sampling=body.sampling(),
         logprobs=body.logprobs is not None,
         split_reasoning=False,
+        keep_alive=None if body.ttl is None else float(body.ttl),
     )
 
 

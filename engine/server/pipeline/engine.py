@@ -8,6 +8,7 @@ server and the desktop app the real client.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection
+from datetime import datetime
 from typing import Protocol
 
 from engine.client import EngineStatus, EngineUnavailable, RequestFailed
@@ -56,6 +57,18 @@ class EngineLike(Protocol):
 
     def submit(self, request: GenerationRequest) -> EngineStream:
         """Queue a generation; raises :class:`EngineUnavailable` when no model is ready."""
+        ...
+
+    def set_keep_alive(self, seconds: float) -> None:
+        """How long the loaded model stays loaded once idle (``math.inf``: forever)."""
+        ...
+
+    def expires_at(self) -> datetime | None:
+        """When the idle loaded model will be unloaded (None: nothing loaded, or never)."""
+        ...
+
+    def release(self, reason: str = "unloaded") -> bool:
+        """Unload the model now, freeing its memory; False while a request runs."""
         ...
 
 

@@ -84,6 +84,7 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
         constraint=plan.constraint,
         logprobs=request.logprobs,
         count_only=request.count_only,
+        keep_alive=request.keep_alive,
     )
 
 

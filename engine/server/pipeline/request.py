@@ -61,6 +61,9 @@ class GenerateRequest:
     thinking: bool | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     logprobs: bool = False
+    # Seconds the model stays loaded once idle after this request (Ollama's keep_alive,
+    # LM Studio's ttl; math.inf: forever; None: unchanged).
+    keep_alive: float | None = None
     # Whether a leading <think> block becomes ReasoningText. False: the text passes through
     # as written unless tool calls are parsed (raw completions); None: when the model's chat
     # template knows thinking blocks.

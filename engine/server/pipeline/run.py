@@ -99,6 +99,16 @@ class Pipeline:
             raise
 
     async def _start(self, request: GenerateRequest, tracker: GenerationTracker) -> Generation:
+        try:
+            return await self._start_once(request, tracker)
+        except _UnloadedMeanwhile:
+            # The idle timer ended the model's worker between its lookup and the submit
+            # (another thread): look it up again, which loads it (once).
+            return await self._start_once(request, tracker, retry=False)
+
+    async def _start_once(
+        self, request: GenerateRequest, tracker: GenerationTracker, *, retry: bool = True
+    ) -> Generation:
         spec = await self.resolve_model(request.model)
         tracker.resolved(spec.id)
         status = self.engine.status()
@@ -114,6 +124,8 @@ class Pipeline:
         try:
             stream = self.engine.submit(engine_request(request, plan))
         except EngineUnavailable as exc:
+            if retry and self.engine.status().unloaded is not None:
+                raise _UnloadedMeanwhile from exc
             raise unavailable(exc) from exc
         tracker.submitted()
         try:
@@ -252,3 +264,7 @@ def _done(event: Finished, reason: FinishReason) -> Done:
         Timings(event.ttft_seconds, event.decode_seconds),
         event.stop_sequence,
     )
+
+
+class _UnloadedMeanwhile(Exception):
+    """The model was unloaded on purpose between resolving it and submitting to it."""

@@ -1,0 +1,107 @@
+"""The engine's typed states, status snapshot and the errors a request can meet.
+
+Shared by the process handle, the supervisor and the server: states and reject codes are
+``Literal`` types (the wire value is the string), never bare strings compared by hand.
+Plain data: safe on any thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from engine.models import ModelSpec
+from engine.worker.messages import RejectCode
+
+EngineState = Literal["stopped", "starting", "idle", "loading", "ready", "restarting", "error"]
+"""The engine's state, as /health and the tray show it (the wire value is the string)."""
+
+STOPPED: Final = "stopped"  # no worker (before start(), after close())
+STARTING: Final = "starting"  # the worker process is starting
+IDLE: Final = "idle"  # the worker runs, no chat model is loaded
+LOADING: Final = "loading"  # a chat model is loading
+READY: Final = "ready"  # a chat model takes requests
+RESTARTING: Final = "restarting"  # the worker died or hung; a new one is on its way
+ERROR: Final = "error"  # a model failed to load, or restarts are paused after crashes
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot take requests now (loading, restarting, no model, error)."""
+
+    def __init__(self, message: str, state: EngineState, retry_after: int | None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.retry_after = retry_after
+
+
+class RequestFailed(Exception):
+    """The worker refused a request (``code`` says why) or it ended with an error."""
+
+    def __init__(self, code: RejectCode, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.param = param
+
+
+@dataclass(frozen=True)
+class EngineIncident:
+    """The last time the worker died or hung: what happened and when (wall clock)."""
+
+    message: str
+    at: float  # seconds since the epoch
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        when = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
+        return {"message": self.message, "exit_code": self.exit_code, "at": when}
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """A snapshot of the engine for /health, the tray and tests."""
+
+    state: EngineState
+    model: ModelSpec | None = None
+    device: str | None = None
+    backend: str | None = None
+    context_length: int | None = None
+    message: str | None = None
+    worker_pid: int | None = None
+    active_requests: int = 0
+    completed: int = 0
+    cancelled: int = 0
+    failed: int = 0
+    restarts: int = 0
+    load_seconds: float | None = None
+    chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
+    fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
+    last_error: EngineIncident | None = None  # the worker's last crash or hang
+    # Why the last model went away on purpose ("idle", "keep_alive 0", ...): the engine is
+    # healthy and loads it again on the next request. None once a model loads.
+    unloaded: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.state,
+            "model": self.model.id if self.model else None,
+            "device": self.device,
+            "backend": self.backend,
+            "context_length": self.context_length,
+            "message": self.message,
+            "worker_pid": self.worker_pid,
+            "requests": {
+                "active": self.active_requests,
+                "completed": self.completed,
+                "cancelled": self.cancelled,
+                "failed": self.failed,
+            },
+            "restarts": self.restarts,
+            "last_error": self.last_error.to_dict() if self.last_error else None,
+            "load_seconds": self.load_seconds,
+            "unloaded": self.unloaded,
+        }
+
+
+RequestOutcome = Literal["completed", "cancelled", "failed"]
+"""How a finished request is counted in :class:`EngineStatus`."""
