@@ -75,6 +75,9 @@ class ModelSpec:
     architecture: str | None = None
     is_demo: bool = False
     task: ModelTask = "chat"
+    # A small model of the same vocabulary that guesses tokens for this one (speculative
+    # decoding); set by the store from the catalog's ``draft`` when that model is installed.
+    draft_path: Path | None = None
 
     def describe(self) -> dict[str, Any]:
         return {

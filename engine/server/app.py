@@ -74,6 +74,7 @@ def create_app(
             await asyncio.to_thread(engine.revive)
         status = engine.status()
         body = status.to_dict()
+        body["speculation"] = monitor.speculation.to_dict()  # per model, since start
         if status.state == READY:
             return JSONResponse(body)
         headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}

@@ -42,6 +42,7 @@ from engine.worker.messages import (
     Rerank,
     Reranked,
     Shutdown,
+    Speculation,
     Submit,
     UnloadModel,
     WorkerStarted,
@@ -319,6 +320,7 @@ class Worker:
                     backend.context_length,
                     backend.chat_template,
                     backend.fim_tokens,
+                    backend.speculation,
                 )
             ]
         )
@@ -359,10 +361,48 @@ def _build_backend(command: LoadModel) -> Backend:
     scheduler.enable_prefix_caching = True
     scheduler.cache_size = max(1, round(command.kv_cache_gb))
     scheduler.dynamic_split_fuse = True
-    pipe = ov_genai.ContinuousBatchingPipeline(
-        str(spec.path), scheduler, command.device, properties
+    speculation = _speculation(command)
+    pipe = None
+    if speculation == "draft" and command.draft_path is not None:
+        draft_device = command.draft_device or command.device
+        try:
+            draft = ov_genai.draft_model(command.draft_path, draft_device)
+            drafted = {**properties, "draft_model": draft}
+            pipe = ov_genai.ContinuousBatchingPipeline(
+                str(spec.path), scheduler, command.device, drafted
+            )
+        except Exception:  # a draft that does not fit this model: run without it, loudly
+            logger.exception("the draft model %s cannot pair with %s", command.draft_path, spec.id)
+            speculation = "prompt_lookup" if command.prompt_lookup else "off"
+    if speculation == "prompt_lookup":
+        properties["prompt_lookup"] = True
+    if pipe is None:
+        pipe = ov_genai.ContinuousBatchingPipeline(
+            str(spec.path), scheduler, command.device, properties
+        )
+    batched = BatchedBackend(pipe, spec.context_length)
+    batched.speculation = speculation
+    batched.speculative_tokens = command.speculative_tokens
+    batched.max_ngram_size = command.max_ngram_size
+    logger.info(
+        "speculative decoding: %s%s",
+        speculation,
+        f" ({command.speculative_tokens} tokens per step)" if speculation != "off" else "",
     )
-    return BatchedBackend(pipe, spec.context_length)
+    return batched
+
+
+def _speculation(command: LoadModel) -> Speculation:
+    """Which speculative decoding a batched pipeline runs: a draft model wins over lookup.
+
+    GGUF models are read by GenAI's own GGUF reader; speculation is left off for them
+    (a draft pipeline needs IR folders on both sides).
+    """
+    if command.speculative_tokens < 1 or not command.spec.path.is_dir():
+        return "off"
+    if command.draft_path is not None:
+        return "draft"
+    return "prompt_lookup" if command.prompt_lookup else "off"
 
 
 def _load_error(exc: Exception) -> str:
