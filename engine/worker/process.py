@@ -395,10 +395,10 @@ def _build_backend(command: LoadModel) -> Backend:
 def _speculation(command: LoadModel) -> Speculation:
     """Which speculative decoding a batched pipeline runs: a draft model wins over lookup.
 
-    GGUF models are read by GenAI's own GGUF reader; speculation is left off for them
-    (a draft pipeline needs IR folders on both sides).
+    GenAI refuses a draft whose tokenizer differs from the model's; then the pipeline is
+    built again without it (see :func:`_build_backend`).
     """
-    if command.speculative_tokens < 1 or not command.spec.path.is_dir():
+    if command.speculative_tokens < 1:
         return "off"
     if command.draft_path is not None:
         return "draft"

@@ -103,9 +103,13 @@ def test_prompt_lookup_keeps_stop_strings_and_schemas(plain: Backend, lookup: Ba
     stop = dict(messages=HELLO, max_tokens=60, sampling=GREEDY, stop=("demo model",))
     expected, plain_done = _run(plain, **stop)
     text, done = _run(lookup, **stop)
-    assert (text, done.finish_reason) == (expected, plain_done.finish_reason) == (
-        "Hello! I am the Sidelight ",
-        "stop",
+    assert (
+        (text, done.finish_reason)
+        == (expected, plain_done.finish_reason)
+        == (
+            "Hello! I am the Sidelight ",
+            "stop",
+        )
     )
     schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
     constrained = dict(
@@ -151,3 +155,44 @@ def test_a_draft_that_cannot_pair_falls_back_to_prompt_lookup(tmp_path: Any) -> 
         assert done.speculation == "prompt_lookup"
     finally:
         backend.close()
+
+
+def test_a_draft_of_another_vocabulary_is_refused_and_lookup_runs() -> None:
+    """tiny-coder's tokenizer is not the demo model's: GenAI refuses the pair."""
+    backend = _load(draft_path=str(ROOT / "tests" / "fixtures" / "tiny-coder"), prompt_lookup=True)
+    try:
+        assert backend.speculation == "prompt_lookup"
+    finally:
+        backend.close()
+
+
+def test_prompt_lookup_runs_on_a_gguf_model(plain: Backend) -> None:
+    spec = spec_from_path(ROOT / "tests" / "fixtures" / "sidelight-demo-f16.gguf")
+    backend = _build_backend(
+        LoadModel(spec=spec, device="CPU", properties={}, kv_cache_gb=1, prompt_lookup=True)
+    )
+    try:
+        assert backend.speculation == "prompt_lookup"
+        text, done = _run(backend, messages=HELLO, max_tokens=30, sampling=GREEDY)
+        assert done.decode_steps + done.accepted_tokens == 30
+        assert text.startswith("Hello! I am the Sidelight demo model")
+    finally:
+        backend.close()
+
+
+def test_sampled_and_logprob_requests_run_on_a_lookup_pipeline(lookup: Backend) -> None:
+    sampled = SamplingParams(temperature=1.0, seed=7, top_p=0.9, ignore_eos=True)
+    text, done = _run(lookup, messages=HELLO, max_tokens=30, sampling=sampled)
+    assert done.completion_tokens == 30 and text
+    events: list[Event] = []
+    events.extend(
+        lookup.submit(
+            GenerationRequest(
+                request_id=next(_ids), messages=HELLO, max_tokens=20, sampling=GREEDY, logprobs=True
+            )
+        )
+    )
+    while lookup.has_work():
+        lookup.step(events.extend, lambda: None)
+    logprobs = [p for e in events if isinstance(e, TextDelta) for p in e.logprobs]
+    assert logprobs and all(p.logprob <= 0 for p in logprobs)
