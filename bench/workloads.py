@@ -123,10 +123,12 @@ def _prompt_ids(pipe: Any, model: Path) -> list[int]:
     return [int(t) for t in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
 
 
-def mechanics(reps: int, new_tokens: int) -> list[dict[str, Any]]:
+def mechanics(
+    reps: int, new_tokens: int, models: list[Path], modes: list[str]
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for model in (DEMO, CODER):
-        pipes = {mode: _pipeline(model, mode) for mode in ("plain", "lookup", "draft")}
+    for model in models:
+        pipes = {mode: _pipeline(model, mode) for mode in ("plain", *modes)}
         prompt = _prompt_ids(pipes["plain"], model)
         known = _decode(pipes["plain"], "plain", prompt, new_tokens).ids
         cases = {"rewrite": prompt + known + prompt, "chat": prompt}
@@ -302,7 +304,7 @@ def rewrite(reps: int, new_tokens: int, binary: Path | None, home: Path) -> list
         servers["llama-server+lookup"] = llama_server(binary, True)
     results: dict[str, list[Timed]] = {name: [] for name in servers}
     with contextlib.ExitStack() as stack:
-        for name, (cmd, port, env) in servers.items():
+        for cmd, port, env in servers.values():
             stack.enter_context(_server(cmd, port, env))
             _complete(port, prompt, 16)  # warm-up
         for _ in range(reps):  # interleaved: one request per server per round
@@ -340,13 +342,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--llama-server", type=Path, help="llama-server binary (rewrite)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        action="append",
+        help="mechanics: an IR folder (repeatable; default: the demo model and tiny-coder)",
+    )
+    parser.add_argument(
+        "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "draft")
+    )
     parser.add_argument("--home", type=Path, default=Path("/tmp/sidelight-workloads"))
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     if args.part == "mechanics":
-        rows = mechanics(args.reps, args.new_tokens or 200)
+        models = args.model or [DEMO, CODER]
+        rows = mechanics(args.reps, args.new_tokens or 200, models, args.modes)
     else:
         rows = rewrite(args.reps, args.new_tokens or 900, args.llama_server, args.home)
     print(_table(rows))

@@ -530,6 +530,7 @@ class SerialBackend(Backend):
             def write(self, token: Any) -> Any:
                 ids = [int(t) for t in token] if isinstance(token, list | tuple) else [int(token)]
                 state.on_tokens(len(ids))
+                state.on_step(len(ids))  # one write per step (no speculation here)
                 # The streamer gets no log-probabilities: serial requests report none.
                 delta = state.delta(ids, [])
                 if delta is not None:

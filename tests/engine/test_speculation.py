@@ -196,3 +196,14 @@ def test_sampled_and_logprob_requests_run_on_a_lookup_pipeline(lookup: Backend) 
         lookup.step(events.extend, lambda: None)
     logprobs = [p for e in events if isinstance(e, TextDelta) for p in e.logprobs]
     assert logprobs and all(p.logprob <= 0 for p in logprobs)
+
+
+def test_the_serial_pipeline_counts_steps_without_speculation() -> None:
+    """LLMPipeline (the NPU's path) runs no speculation even when it is asked for."""
+    backend = _load(backend="serial", prompt_lookup=True)
+    try:
+        assert backend.speculation == "off"
+        _, done = _run(backend, messages=HELLO, max_tokens=12, sampling=GREEDY)
+        assert (done.speculation, done.accepted_tokens, done.decode_steps) == ("off", 0, 12)
+    finally:
+        backend.close()
