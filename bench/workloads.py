@@ -79,14 +79,22 @@ def _pipeline(model: Path, mode: str) -> Any:
     return ov_genai.ContinuousBatchingPipeline(str(model), scheduler, "CPU", properties)
 
 
-def _decode(pipe: Any, mode: str, ids: list[int], new_tokens: int) -> Sample:
-    """One greedy request alone in ``pipe``; decode time from the first token on."""
+def _decode(
+    pipe: Any, mode: str, ids: list[int], new_tokens: int, temperature: float = 0.0
+) -> Sample:
+    """One request alone in ``pipe`` (greedy, or sampled at ``temperature`` with a fixed
+    seed); decode time from the first token on."""
     import numpy as np
     import openvino as ov
 
     config = pipe.get_config()
     config.max_new_tokens = new_tokens
-    config.do_sample = False
+    config.do_sample = temperature > 0
+    if temperature > 0:
+        config.temperature = temperature
+        config.top_k = 0
+        config.top_p = 1.0
+        config.rng_seed = 7
     config.ignore_eos = True
     if mode != "plain":
         config.num_assistant_tokens = SPEC_TOKENS
@@ -124,7 +132,7 @@ def _prompt_ids(pipe: Any, model: Path) -> list[int]:
 
 
 def mechanics(
-    reps: int, new_tokens: int, models: list[Path], modes: list[str]
+    reps: int, new_tokens: int, models: list[Path], modes: list[str], temperature: float = 0.0
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for model in models:
@@ -136,7 +144,7 @@ def mechanics(
             samples: dict[str, list[Sample]] = {mode: [] for mode in pipes}
             for _ in range(reps):  # interleaved: plain, lookup, draft, plain, ...
                 for mode, pipe in pipes.items():
-                    samples[mode].append(_decode(pipe, mode, ids, new_tokens))
+                    samples[mode].append(_decode(pipe, mode, ids, new_tokens, temperature))
             plain_rate = median([s.tokens / s.seconds for s in samples["plain"]])
             for mode, got in samples.items():
                 rate = median([s.tokens / s.seconds for s in got])
@@ -213,11 +221,12 @@ def _server(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[int]:
         log.close()
 
 
-def sidelight(lookup: bool, home: Path) -> tuple[list[str], int, dict[str, str]]:
+def sidelight(ir: Path, lookup: bool, home: Path) -> tuple[list[str], int, dict[str, str]]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(DEMO), "--port", str(port)]
+    cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(ir), "--port", str(port)]
     env = {
         "SIDELIGHT_HOME": str(home),
+        "SIDELIGHT_STREAM_INTERVAL_MS": "0",  # every step's tokens as they come, like llama
         "SIDELIGHT_PROMPT_LOOKUP": "1" if lookup else "0",
         "SIDELIGHT_SPECULATIVE_TOKENS": str(SPEC_TOKENS),
         "SIDELIGHT_CPU_THREADS": "2",
@@ -225,20 +234,32 @@ def sidelight(lookup: bool, home: Path) -> tuple[list[str], int, dict[str, str]]
     return cmd, port, env
 
 
-def llama_server(binary: Path, lookup: bool) -> tuple[list[str], int, dict[str, str]]:
+def llama_server(binary: Path, gguf: Path, lookup: bool) -> tuple[list[str], int, dict[str, str]]:
     port = _free_port()
     cmd = [
-        str(binary), "-m", str(DEMO_GGUF), "--host", "127.0.0.1", "--port", str(port),
-        "-t", "2", "-tb", "2", "-np", "1", "-c", "2048",
+        str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+        "-t", "2", "-tb", "2", "-np", "1", "-c", "4096",
     ]  # fmt: skip
-    if lookup:  # llama-server's own n-gram speculation (prompt/context lookup)
-        cmd += ["--spec-type", "ngram-simple", "--draft-max", str(SPEC_TOKENS)]
+    if lookup:  # llama-server's own n-gram speculation, with its defaults (n=12, m=48)
+        cmd += ["--spec-type", "ngram-simple"]
     return cmd, port, {}
 
 
-def _complete(port: int, prompt: str, new_tokens: int) -> Timed:
+def llama_server_matched(binary: Path, gguf: Path) -> tuple[list[str], int, dict[str, str]]:
+    """llama-server's n-gram lookup set like Sidelight's: 3-gram match, 4 guessed tokens."""
+    cmd, port, env = llama_server(binary, gguf, True)
+    cmd += [
+        "--spec-ngram-simple-size-n",
+        str(NGRAM),
+        "--spec-ngram-simple-size-m",
+        str(SPEC_TOKENS),
+    ]
+    return cmd, port, env
+
+
+def _complete(port: int, prompt: str, new_tokens: int, model: str) -> Timed:
     body = {
-        "model": "sidelight-demo",
+        "model": model,
         "prompt": prompt,
         "max_tokens": new_tokens,
         "temperature": 0,
@@ -276,11 +297,11 @@ def _complete(port: int, prompt: str, new_tokens: int) -> Timed:
     return Timed(first - started, last - first, tokens, accepted)
 
 
-def rewrite_prompt(new_tokens: int) -> str:
-    """``P + C + P``: the demo chat prompt, its greedy continuation ``C``, the prompt again."""
+def rewrite_prompt(ir: Path, new_tokens: int) -> str:
+    """``P + C + P``: a chat prompt, the model's greedy continuation ``C``, the prompt again."""
     import openvino_genai as ov_genai
 
-    pipe = ov_genai.LLMPipeline(str(DEMO), "CPU")
+    pipe = ov_genai.LLMPipeline(str(ir), "CPU")
     tokenizer = pipe.get_tokenizer()
     prompt = tokenizer.apply_chat_template(
         [{"role": "user", "content": "Hello"}], add_generation_prompt=True
@@ -293,28 +314,44 @@ def rewrite_prompt(new_tokens: int) -> str:
     return prompt + known + prompt
 
 
-def rewrite(reps: int, new_tokens: int, binary: Path | None, home: Path) -> list[dict[str, Any]]:
-    prompt = rewrite_prompt(new_tokens)
+def _health_accepted(port: int) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/health")
+    figures: dict[str, Any] = json.loads(conn.getresponse().read()).get("speculation", {})
+    conn.close()
+    return next(iter(figures.values()), {})
+
+
+def rewrite(
+    reps: int, new_tokens: int, binary: Path | None, ir: Path, gguf: Path, home: Path
+) -> list[dict[str, Any]]:
+    prompt = rewrite_prompt(ir, new_tokens)
     servers: dict[str, tuple[list[str], int, dict[str, str]]] = {
-        "sidelight": sidelight(False, home / "off"),
-        "sidelight+lookup": sidelight(True, home / "on"),
+        "sidelight": sidelight(ir, False, home / "off"),
+        "sidelight+lookup": sidelight(ir, True, home / "on"),
     }
     if binary is not None:
-        servers["llama-server"] = llama_server(binary, False)
-        servers["llama-server+lookup"] = llama_server(binary, True)
+        servers["llama-server"] = llama_server(binary, gguf, False)
+        servers["llama-server+ngram(12,48)"] = llama_server(binary, gguf, True)
+        servers["llama-server+ngram(3,4)"] = llama_server_matched(binary, gguf)
     results: dict[str, list[Timed]] = {name: [] for name in servers}
     with contextlib.ExitStack() as stack:
         for cmd, port, env in servers.values():
             stack.enter_context(_server(cmd, port, env))
-            _complete(port, prompt, 16)  # warm-up
-        for _ in range(reps):  # interleaved: one request per server per round
+            _complete(port, prompt, 16, ir.name)  # warm-up
+        for rep in range(reps):  # interleaved: one request per server per round
             for name, (_, port, _) in servers.items():
-                results[name].append(_complete(port, prompt, new_tokens))
+                # A fresh first line: no server reuses a cached prompt (a real rewrite's
+                # file is new to the server too).
+                fresh = f"# revision {rep} of {name}\n{prompt}"
+                results[name].append(_complete(port, fresh, new_tokens, ir.name))
+        for name, (_, port, _) in servers.items():
+            if name.startswith("sidelight"):
+                logger.info("%s /health speculation: %s", name, _health_accepted(port))
     base = median([t.rate for t in results.get("llama-server", results["sidelight"])])
     rows = []
     for name, got in results.items():
         rate = median([t.rate for t in got])
-        accepted = [t.accepted for t in got if t.accepted is not None]
         rows.append(
             {
                 "server": name,
@@ -322,7 +359,6 @@ def rewrite(reps: int, new_tokens: int, binary: Path | None, home: Path) -> list
                 "ttft_ms": round(median([t.ttft for t in got]) * 1000, 1),
                 "latency_s": round(median([t.ttft + t.seconds for t in got]), 3),
                 "tok_s": round(rate, 1),
-                "accepted": median([float(a) for a in accepted]) if accepted else None,
                 "ratio": round(rate / base, 2),
             }
         )
@@ -351,16 +387,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "draft")
     )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="mechanics: sample (seed 7) instead of greedy; on random weights guesses then "
+        "fail: what speculation costs when it finds nothing",
+    )
     parser.add_argument("--home", type=Path, default=Path("/tmp/sidelight-workloads"))
+    parser.add_argument("--ir", type=Path, default=DEMO, help="rewrite: the IR Sidelight serves")
+    parser.add_argument(
+        "--gguf", type=Path, default=DEMO_GGUF, help="rewrite: the same weights for llama-server"
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     if args.part == "mechanics":
         models = args.model or [DEMO, CODER]
-        rows = mechanics(args.reps, args.new_tokens or 200, models, args.modes)
+        rows = mechanics(args.reps, args.new_tokens or 200, models, args.modes, args.temperature)
     else:
-        rows = rewrite(args.reps, args.new_tokens or 900, args.llama_server, args.home)
+        rows = rewrite(
+            args.reps, args.new_tokens or 900, args.llama_server, args.ir, args.gguf, args.home
+        )
     print(_table(rows))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0

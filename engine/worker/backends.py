@@ -229,7 +229,12 @@ class Backend:
         )
 
     def _speculate(self, config: Any) -> None:
-        """Give a request the fields its pipeline's speculative decoding needs."""
+        """Give a request the fields its pipeline's speculative decoding needs.
+
+        Every request guesses: GenAI 2026.4 refuses a request without these fields on such
+        a pipeline, and an n-gram longer than the sequence still matches shorter ones, so
+        no request can opt out (the ``prompt_lookup`` setting turns it off for all).
+        """
         if self.speculation == "off":
             return
         config.num_assistant_tokens = self.speculative_tokens

@@ -207,3 +207,13 @@ def test_the_serial_pipeline_counts_steps_without_speculation() -> None:
         assert (done.speculation, done.accepted_tokens, done.decode_steps) == ("off", 0, 12)
     finally:
         backend.close()
+
+
+def test_sampled_requests_accept_guesses_too(lookup: Backend) -> None:
+    """Speculative sampling: a guess is accepted with the model's probability of it, so a
+    confident model that samples still takes guesses (no request opts out; see
+    Backend._speculate)."""
+    sampled = SamplingParams(temperature=0.01, seed=3, ignore_eos=True)
+    _, done = _run(lookup, messages=HELLO, max_tokens=60, sampling=sampled)
+    assert done.accepted_tokens > 0
+    assert done.decode_steps + done.accepted_tokens == 60
