@@ -41,6 +41,9 @@ class ReplyStats:
     tokens_per_second: float | None
     ttft_seconds: float | None
     finish_reason: str
+    # Speculative decoding: which kind ran ("off": none) and the guessed tokens accepted.
+    speculation: str = "off"
+    accepted_tokens: int = 0
 
     @classmethod
     def from_done(cls, done: Done) -> ReplyStats:
@@ -51,6 +54,8 @@ class ReplyStats:
             tokens_per_second=round(tps, 2) if tps else None,
             ttft_seconds=round(ttft, 4) if ttft else None,
             finish_reason=done.finish_reason,
+            speculation=done.timings.speculation,
+            accepted_tokens=done.timings.accepted_tokens,
         )
 
 

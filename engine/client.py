@@ -415,6 +415,11 @@ class EngineClient:
             compile_cache_dir=str(self._settings.paths.compile_cache_dir),
             backend=self._backend,
             stream_interval=self._settings.stream_interval_ms / 1000,
+            prompt_lookup=self._settings.prompt_lookup,
+            draft_path=str(spec.draft_path)
+            if spec.draft_path is not None and self._settings.draft_models
+            else None,
+            speculative_tokens=self._settings.speculative_tokens,
         )
         with self._lock:
             self._revive()  # a model switch is a fresh start after crashes, too

@@ -77,6 +77,9 @@ class ModelSpec:
     is_demo: bool = False
     task: ModelTask = "chat"
     kv_dims: KVDims | None = None  # what sizes its KV cache (engine.context_fit)
+    # A small model of the same vocabulary that guesses tokens for this one (speculative
+    # decoding); set by the store from the catalog's ``draft`` when that model is installed.
+    draft_path: Path | None = None
 
     def describe(self) -> dict[str, Any]:
         return {

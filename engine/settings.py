@@ -32,6 +32,8 @@ DEFAULT_PORT = 11680
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_STREAM_INTERVAL_MS = 40
+DEFAULT_SPECULATIVE_TOKENS = 4  # tokens guessed per step (see Settings.prompt_lookup)
+MAX_SPECULATIVE_TOKENS = 16
 # The engine watchdog: how long the worker may go without answering a ping before it is
 # killed and restarted. One engine step (at most a chunk of a long prompt) takes seconds;
 # loading a large model on a GPU the first time can take many minutes.
@@ -139,6 +141,15 @@ class Settings:
     # delta wakes the server and the client, which on a small laptop steals time from the
     # inference threads. 0 sends every token alone.
     stream_interval_ms: int = DEFAULT_STREAM_INTERVAL_MS
+    # Speculative decoding on the batched (CPU/GPU) pipeline. Prompt lookup guesses the next
+    # tokens from n-grams of the prompt (pays when the reply copies the prompt: code edits,
+    # rewrites, quotes; costs little otherwise); a catalog model's draft model (a small
+    # model of the same family, when it is installed) guesses them instead when
+    # ``draft_models`` is on. The model checks every guess, so greedy output is unchanged.
+    # ``speculative_tokens`` is how many tokens are guessed per step (0 turns both off).
+    prompt_lookup: bool = True
+    draft_models: bool = True
+    speculative_tokens: int = DEFAULT_SPECULATIVE_TOKENS
     # Seconds the engine worker may stay silent (no answer to a ping) before it is
     # restarted: while it serves (0 turns the watchdog off), and while a model loads.
     engine_watchdog_seconds: float = DEFAULT_ENGINE_WATCHDOG_SECONDS
@@ -205,6 +216,10 @@ class Settings:
             raise SettingsError("npu_min_response_len must be between 1 and 1048576")
         if not 0 <= self.stream_interval_ms <= 1000:
             raise SettingsError("stream_interval_ms must be between 0 and 1000")
+        if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
+            raise SettingsError(
+                f"speculative_tokens must be between 0 (off) and {MAX_SPECULATIVE_TOKENS}"
+            )
         if self.engine_watchdog_seconds < 0:
             raise SettingsError("engine_watchdog_seconds must be 0 (off) or positive")
         if self.engine_load_timeout_seconds <= 0:
@@ -330,6 +345,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         stream_interval_ms=_int(
             pick("SIDELIGHT_STREAM_INTERVAL_MS", "stream_interval_ms"), "stream_interval_ms"
         ),
+        prompt_lookup=_bool(
+            pick("SIDELIGHT_PROMPT_LOOKUP", "prompt_lookup"), "prompt_lookup", True
+        ),
+        draft_models=_bool(pick("SIDELIGHT_DRAFT_MODELS", "draft_models"), "draft_models", True),
+        speculative_tokens=_int(
+            pick("SIDELIGHT_SPECULATIVE_TOKENS", "speculative_tokens"), "speculative_tokens"
+        ),
         engine_watchdog_seconds=_float(
             pick("SIDELIGHT_ENGINE_WATCHDOG_SECONDS", "engine_watchdog_seconds"),
             "engine_watchdog_seconds",
@@ -371,6 +393,9 @@ CONFIG_KEYS = frozenset(
         "npu_min_response_len",
         "engine_below_normal",
         "stream_interval_ms",
+        "prompt_lookup",
+        "draft_models",
+        "speculative_tokens",
         "engine_watchdog_seconds",
         "engine_load_timeout_seconds",
         "idle_unload_seconds",

@@ -1,4 +1,5 @@
-"""The chat window's status strip: memory (app + engine), tokens/s, TTFT and a sparkline.
+"""The chat window's status strip: memory (app + engine), tokens/s, TTFT, how many of the
+reply's tokens speculative decoding guessed right, and a sparkline.
 
 Threading: GUI thread only. Memory is sampled once a second on the GUI thread while the strip
 is visible; psutil needs tens of microseconds for it.
@@ -76,11 +77,14 @@ class StatusStrip(QWidget):
         self.memory: MemorySample | None = None
         self.tokens_per_second: float | None = None
         self.ttft_seconds: float | None = None
+        self.accepted_share: float | None = None  # of the last reply, when speculation ran
+        self.speculation = "off"
         self._generating = False
 
         self.memory_label = QLabel()
         self.rate_label = QLabel()
         self.ttft_label = QLabel()
+        self.speculation_label = QLabel()
         self.sparkline = Sparkline()
         self.sparkline.series = [
             (self.memory_history, MEMORY_COLOUR),
@@ -88,7 +92,12 @@ class StatusStrip(QWidget):
         ]
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
-        for label in (self.memory_label, self.rate_label, self.ttft_label):
+        for label in (
+            self.memory_label,
+            self.rate_label,
+            self.ttft_label,
+            self.speculation_label,
+        ):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             layout.addWidget(label)
         layout.addStretch(1)
@@ -126,9 +135,15 @@ class StatusStrip(QWidget):
             self.ttft_seconds = ttft_seconds
         self._render()
 
+    def set_speculation(self, speculation: str, accepted_tokens: int, tokens: int) -> None:
+        """Show how many of a finished reply's ``tokens`` were accepted guesses."""
+        self.speculation = speculation
+        self.accepted_share = accepted_tokens / tokens if speculation != "off" and tokens else None
+        self._render()
+
     def reset_reply(self) -> None:
         """Forget the last reply's figures (a new or another chat has none yet)."""
-        self.tokens_per_second = self.ttft_seconds = None
+        self.tokens_per_second = self.ttft_seconds = self.accepted_share = None
         self._render()
 
     def _render(self) -> None:
@@ -142,4 +157,13 @@ class StatusStrip(QWidget):
         self.rate_label.setText(f"{rate:.1f} tokens/s" if rate else "— tokens/s")
         ttft = self.ttft_seconds
         self.ttft_label.setText(f"TTFT {ttft * 1000:.0f} ms" if ttft is not None else "TTFT —")
+        share = self.accepted_share
+        self.speculation_label.setVisible(share is not None)
+        if share is not None:
+            kind = "prompt lookup" if self.speculation == "prompt_lookup" else "draft model"
+            self.speculation_label.setText(f"{share:.0%} guessed")
+            self.speculation_label.setToolTip(
+                f"Speculative decoding ({kind}): {share:.0%} of the last reply's tokens were "
+                "guessed ahead and accepted by the model"
+            )
         self.sparkline.update()

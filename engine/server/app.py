@@ -74,6 +74,7 @@ def create_app(
             await asyncio.to_thread(engine.revive)
         status = engine.status()
         body = status.to_dict()
+        body["speculation"] = monitor.speculation.to_dict()  # per model, since start
         expires = engine.expires_at() if status.state == READY else None
         body["expires_at"] = expires.isoformat(timespec="seconds") if expires else None
         if status.state == READY or (status.state == IDLE and status.unloaded):

@@ -45,6 +45,7 @@ class CatalogEntry:
     capabilities: dict[str, bool] = field(default_factory=dict)
     licence: str | None = None
     summary: str = ""
+    draft: str | None = None  # the catalog id of a draft model for speculative decoding
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CatalogEntry:
@@ -62,6 +63,7 @@ class CatalogEntry:
             capabilities={str(k): bool(v) for k, v in data.get("capabilities", {}).items()},
             licence=data.get("licence"),
             summary=str(data.get("summary", "")),
+            draft=str(data["draft"]) if data.get("draft") else None,
         )
 
     @property

@@ -19,6 +19,7 @@ for jobs comes from :meth:`ModelStore.lock`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -185,7 +186,29 @@ class ModelStore:
             InvalidModelId, ModelNotFound: as :meth:`get`.
             ModelError: the stored files are not servable.
         """
-        return self.get(model_id).spec()
+        stored = self.get(model_id)
+        spec = stored.spec()
+        draft = self._draft_path(stored)
+        return dataclasses.replace(spec, draft_path=draft) if draft is not None else spec
+
+    def _draft_path(self, stored: StoredModel) -> Path | None:
+        """The installed draft model the catalog pairs with ``stored``, if any.
+
+        A missing or damaged draft only means no draft: the model runs without one.
+        """
+        catalog_id = stored.manifest.details.get("catalog_id")
+        if not isinstance(catalog_id, str):
+            return None
+        from engine.store.catalog import Catalog  # the catalog reads a file: only when needed
+
+        try:
+            entry = Catalog.load().find(catalog_id)
+            if entry is None or entry.draft is None or entry.draft == stored.id:
+                return None
+            return self.get(entry.draft).path
+        except (StoreError, ModelError) as exc:
+            logger.info("no draft model for %s: %s", stored.id, exc)
+            return None
 
     def resolve(self, id_or_path: str | Path) -> ModelSpec:
         """A ModelSpec for a store id or a filesystem path (for the command line).

@@ -45,6 +45,7 @@ from engine.worker.messages import (
     RejectCode,
     RequestAccepted,
     RequestRejected,
+    Speculation,
     TextDelta,
     TokenLogprob,
 )
@@ -76,6 +77,15 @@ class _Active:
     interval: float = 0.0  # seconds between sent deltas (0: send every one)
     last_sent: float | None = None
     held: TextDelta | None = None
+    speculation: Speculation = "off"
+    decode_steps: int = 0  # steps that produced tokens for this request
+    accepted_tokens: int = 0  # tokens beyond one per such step: accepted guesses
+
+    def on_step(self, count: int) -> None:
+        """Count one engine step's ``count`` new tokens (speculation yields more than one)."""
+        if count > 0:
+            self.decode_steps += 1
+            self.accepted_tokens += count - 1
 
     def on_tokens(self, count: int) -> None:
         now = time.perf_counter()
@@ -134,6 +144,9 @@ class _Active:
             text=text,
             error=error,
             stop_sequence=self.detok.stop.sequence if reason == "stop" else None,
+            decode_steps=self.decode_steps,
+            accepted_tokens=self.accepted_tokens,
+            speculation=self.speculation,
         )
 
 
@@ -172,6 +185,12 @@ class Backend:
         self.stream_interval = 0.0  # set by the worker from LoadModel
         self.byte_table: dict[int, bytes] | None = None  # fast detokenizing, when it is exact
         self.grammar_probe: GrammarProbe | None = None  # set by the worker
+        # Speculative decoding of the pipeline (set by the worker from LoadModel). GenAI
+        # refuses a request without these fields on such a pipeline, so every request
+        # carries them.
+        self.speculation: Speculation = "off"
+        self.speculative_tokens = 4
+        self.max_ngram_size = 3
         # After a failed step: requests that had produced nothing, for the next backend.
         self.survivors: list[_Active] = []
 
@@ -199,6 +218,7 @@ class Backend:
         except Exception as exc:
             logger.exception("preparing request %d failed", rid)
             return RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")
+        self._speculate(prepared.config)
         constraint = request.constraint
         if constraint is not None and self.grammar_probe is not None:
             error = self.grammar_probe.check(constraint, prepared.config.structured_output_config)
@@ -216,7 +236,21 @@ class Backend:
             param=constraint.param if constraint is not None else None,
             want_logprobs=request.logprobs,
             interval=self.stream_interval,
+            speculation=self.speculation,
         )
+
+    def _speculate(self, config: Any) -> None:
+        """Give a request the fields its pipeline's speculative decoding needs.
+
+        Every request guesses: GenAI 2026.4 refuses a request without these fields on such
+        a pipeline, and an n-gram longer than the sequence still matches shorter ones, so
+        no request can opt out (the ``prompt_lookup`` setting turns it off for all).
+        """
+        if self.speculation == "off":
+            return
+        config.num_assistant_tokens = self.speculative_tokens
+        if self.speculation == "prompt_lookup":
+            config.max_ngram_size = self.max_ngram_size
 
     def submit(self, request: GenerationRequest) -> list[Event]:
         raise NotImplementedError
@@ -427,11 +461,13 @@ class BatchedBackend(Backend):
     def _read(self, state: _Active, events: list[Event]) -> FinishReason | None:
         """Read new tokens; return a finish reason once the request has ended."""
         reason = None
+        count = 0
         while state.handle.can_read():
             outputs = state.handle.read()
             for output in outputs.values():
                 ids = list(output.generated_ids)
                 if ids:
+                    count += len(ids)
                     state.on_tokens(len(ids))
                     logprobs = list(output.generated_log_probs) if state.want_logprobs else []
                     delta = state.delta(ids, logprobs)
@@ -439,7 +475,9 @@ class BatchedBackend(Backend):
                         events.append(delta)
                 reason = _finish_reason(output.finish_reason) or reason
             if state.detok.stop.matched:
-                return "stop"
+                reason = "stop"
+                break
+        state.on_step(count)
         return reason
 
     def fail(self, error: str) -> list[Event]:
@@ -508,6 +546,7 @@ class SerialBackend(Backend):
             def write(self, token: Any) -> Any:
                 ids = [int(t) for t in token] if isinstance(token, list | tuple) else [int(token)]
                 state.on_tokens(len(ids))
+                state.on_step(len(ids))  # one write per step (no speculation here)
                 # The streamer gets no log-probabilities: serial requests report none.
                 delta = state.delta(ids, [])
                 if delta is not None:

@@ -15,6 +15,11 @@ from engine.models import ModelSpec
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 """How an accepted request ended (the wire value is the string)."""
 
+Speculation = Literal["off", "prompt_lookup", "draft"]
+"""How a pipeline guesses tokens ahead: not at all, from n-grams of the prompt, or with a
+small draft model of the same vocabulary. Either way greedy output is what plain decoding
+gives: the target model checks every guessed token."""
+
 RejectCode = Literal[
     "context_length_exceeded",  # prompt + max_tokens do not fit the model's context
     "invalid_request",  # a field the engine cannot use (the ``param`` names it)
@@ -103,6 +108,13 @@ class LoadModel:
     compile_cache_dir: str | None = None
     backend: str = "auto"  # "auto", "batched" (continuous batching) or "serial" (LLMPipeline)
     stream_interval: float = 0.0  # seconds; deltas closer together than this are merged
+    # Speculative decoding (batched backend only): prompt lookup, or a draft model when
+    # ``draft_path`` is set (it wins over prompt lookup: one pipeline does one of them).
+    prompt_lookup: bool = False
+    draft_path: str | None = None
+    draft_device: str | None = None  # None: the target's device
+    speculative_tokens: int = 4  # tokens guessed per step (GenAI's num_assistant_tokens)
+    max_ngram_size: int = 3  # prompt lookup: the longest n-gram matched against the prompt
 
 
 @dataclass(frozen=True)
@@ -189,6 +201,7 @@ class ModelLoaded:
     context_length: int | None
     chat_template: str | None = None
     fim_tokens: tuple[str, str, str] | None = None  # prefix, suffix, middle
+    speculation: Speculation = "off"
 
 
 @dataclass(frozen=True)
@@ -251,6 +264,12 @@ class Finished:
     error: str | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
     stop_sequence: str | None = None  # the request's stop string that ended it, if one did
+    # Speculative decoding: the engine steps that produced this request's tokens, and the
+    # tokens beyond one per such step (guessed tokens the model accepted). Without
+    # speculation every step yields one token: ``accepted_tokens`` is 0.
+    decode_steps: int = 0
+    accepted_tokens: int = 0
+    speculation: Speculation = "off"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from engine.worker.messages import (
     Rerank,
     Reranked,
     Shutdown,
+    Speculation,
     Submit,
     UnloadModel,
     WorkerStarted,
@@ -325,6 +326,7 @@ class Worker:
                     backend.context_length,
                     backend.chat_template,
                     backend.fim_tokens,
+                    backend.speculation,
                 )
             ]
         )
@@ -362,21 +364,59 @@ def _build_backend(command: LoadModel) -> Backend:
         plan.fit.precision,
         plan.cache_size_gb,
     )
-    backend: Backend
+    properties: dict[str, Any] = dict(plan.properties)
     if plan.kind == "serial":
-        pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **plan.properties)
-        backend = SerialBackend(pipe, plan.context_length)
-    else:
-        scheduler = ov_genai.SchedulerConfig()
-        scheduler.enable_prefix_caching = True
-        scheduler.cache_size = plan.cache_size_gb
-        scheduler.dynamic_split_fuse = True
+        pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
+        serial = SerialBackend(pipe, plan.context_length)
+        serial.prompt_limit = plan.prompt_limit
+        return serial
+    scheduler = ov_genai.SchedulerConfig()
+    scheduler.enable_prefix_caching = True
+    scheduler.cache_size = plan.cache_size_gb
+    scheduler.dynamic_split_fuse = True
+    speculation = _speculation(command)
+    pipe = None
+    if speculation == "draft" and command.draft_path is not None:
+        draft_device = command.draft_device or command.device
+        try:
+            draft = ov_genai.draft_model(command.draft_path, draft_device)
+            drafted = {**properties, "draft_model": draft}
+            pipe = ov_genai.ContinuousBatchingPipeline(
+                str(spec.path), scheduler, command.device, drafted
+            )
+        except Exception:  # a draft that does not fit this model: run without it, loudly
+            logger.exception("the draft model %s cannot pair with %s", command.draft_path, spec.id)
+            speculation = "prompt_lookup" if command.prompt_lookup else "off"
+    if speculation == "prompt_lookup":
+        properties["prompt_lookup"] = True
+    if pipe is None:
         pipe = ov_genai.ContinuousBatchingPipeline(
-            str(spec.path), scheduler, command.device, plan.properties
+            str(spec.path), scheduler, command.device, properties
         )
-        backend = BatchedBackend(pipe, plan.context_length)
-    backend.prompt_limit = plan.prompt_limit
-    return backend
+    batched = BatchedBackend(pipe, plan.context_length)
+    batched.prompt_limit = plan.prompt_limit
+    batched.speculation = speculation
+    batched.speculative_tokens = command.speculative_tokens
+    batched.max_ngram_size = command.max_ngram_size
+    logger.info(
+        "speculative decoding: %s%s",
+        speculation,
+        f" ({command.speculative_tokens} tokens per step)" if speculation != "off" else "",
+    )
+    return batched
+
+
+def _speculation(command: LoadModel) -> Speculation:
+    """Which speculative decoding a batched pipeline runs: a draft model wins over lookup.
+
+    GenAI refuses a draft whose tokenizer differs from the model's; then the pipeline is
+    built again without it (see :func:`_build_backend`).
+    """
+    if command.speculative_tokens < 1:
+        return "off"
+    if command.draft_path is not None:
+        return "draft"
+    return "prompt_lookup" if command.prompt_lookup else "off"
 
 
 def _load_error(exc: Exception) -> str:

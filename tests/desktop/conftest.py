@@ -44,8 +44,14 @@ LONG_REPLY = ChatOptions(
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineClient]:
     home = tmp_path_factory.mktemp("engine-home")
     # Every token its own delta: the worst case for the GUI thread, and what the
-    # chunk-count checks expect (merging fast tokens has its own engine tests).
-    settings = load_settings({"SIDELIGHT_HOME": str(home), "SIDELIGHT_STREAM_INTERVAL_MS": "0"})
+    # chunk-count checks expect (merging fast tokens has its own engine tests; so has
+    # prompt lookup, which yields several tokens a step).
+    env = {
+        "SIDELIGHT_HOME": str(home),
+        "SIDELIGHT_STREAM_INTERVAL_MS": "0",
+        "SIDELIGHT_PROMPT_LOOKUP": "0",
+    }
+    settings = load_settings(env)
     settings.paths.ensure()
     client = EngineClient(settings)
     client.start()

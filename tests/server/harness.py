@@ -37,7 +37,9 @@ class ServerProcess:
 
     Tokens stream one per delta (``SIDELIGHT_STREAM_INTERVAL_MS=0``) unless ``env`` says
     otherwise: the tiny model is so fast that the default interval would merge whole replies,
-    and the stream-shape tests are about single tokens. Merging has its own tests.
+    and the stream-shape tests are about single tokens. Merging has its own tests. Prompt
+    lookup (several tokens a step) is off for the same reason; test_speculation_e2e turns
+    it on.
     """
 
     def __init__(
@@ -55,6 +57,8 @@ class ServerProcess:
         env = {
             **os.environ,
             "SIDELIGHT_STREAM_INTERVAL_MS": "0",
+            # Speculation yields several tokens per step: stream-shape tests want one.
+            "SIDELIGHT_PROMPT_LOOKUP": "0",
             **(env or {}),
             "SIDELIGHT_HOME": str(home),
             "PYTHONUNBUFFERED": "1",

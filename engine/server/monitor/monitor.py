@@ -31,6 +31,7 @@ from engine.server.monitor.record import (
     Replay,
     RequestEntry,
 )
+from engine.server.monitor.speculation import SpeculationStats
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,6 +85,7 @@ class RequestMonitor:
     ) -> None:
         self.metrics = ServerMetrics(status)
         self.log = RequestLog(capacity)
+        self.speculation = SpeculationStats()  # per model, for /health
         self._keep_bodies = keep_bodies
 
     @property
@@ -188,6 +190,7 @@ class GenerationTracker:
         request.generated_tokens = done.usage.completion_tokens
         request.ttft_seconds = done.timings.ttft_seconds
         request.tokens_per_second = done.tokens_per_second
+        self._monitor.speculation.record(request.model, done)
         request.cancelled = request.cancelled or done.finish_reason == "cancelled"
         self._end(CLIENT_GONE_STATUS if request.cancelled else 200)
 

@@ -437,12 +437,17 @@ def text_completion(
 def timings(done: Done) -> dict[str, Any]:
     """llama.cpp-style timings: what chat UIs show as TTFT and tokens/s."""
     ttft, tps = done.timings.ttft_seconds, done.tokens_per_second
-    return {
+    body: dict[str, Any] = {
         "prompt_n": done.usage.prompt_tokens,
         "predicted_n": done.usage.completion_tokens,
         "ttft_ms": round(ttft * 1000, 1) if ttft else None,
         "predicted_per_second": round(tps, 2) if tps else None,
     }
+    if done.timings.speculation != "off":  # llama.cpp's name for accepted draft tokens
+        body["draft_n_accepted"] = done.timings.accepted_tokens
+        body["decode_steps"] = done.timings.decode_steps
+        body["speculation"] = done.timings.speculation
+    return body
 
 
 def model_card(model_id: str, created: int, **extra: Any) -> dict[str, Any]:

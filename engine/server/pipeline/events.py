@@ -19,6 +19,7 @@ from engine.parsing import (
     ToolCallEnd,
     ToolCallStart,
 )
+from engine.worker.messages import Speculation
 
 # stop: the model ended (or a stop string matched); length: max_tokens or the context;
 # tool_calls: it stopped after calling tools; cancelled: the consumer called
@@ -54,6 +55,11 @@ class Timings:
 
     ttft_seconds: float | None
     decode_seconds: float | None
+    # Speculative decoding (engine.worker.messages.Finished): steps that produced tokens,
+    # guessed tokens the model accepted, and which kind of guessing ran ("off": none).
+    decode_steps: int = 0
+    accepted_tokens: int = 0
+    speculation: Speculation = "off"
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,13 @@ def _done(event: Finished, reason: FinishReason) -> Done:
     return Done(
         reason,
         Usage(event.prompt_tokens, event.completion_tokens),
-        Timings(event.ttft_seconds, event.decode_seconds),
+        Timings(
+            event.ttft_seconds,
+            event.decode_seconds,
+            event.decode_steps,
+            event.accepted_tokens,
+            event.speculation,
+        ),
         event.stop_sequence,
     )
 
