@@ -162,7 +162,17 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     engine = EngineClient(settings, backend=args.backend)
     engine.start()
-    engine.load(spec, settings.device)
+    if settings.device.upper().startswith("CPU") and settings.cpu.self_tune:
+        # First start on this CPU: a few seconds of self-tune before the first load, on a
+        # background thread so the server answers /health meanwhile (cached afterwards).
+        def tune_then_load() -> None:
+            engine.tune_cpu()
+            if not stop.is_set():
+                engine.load(spec, settings.device)
+
+        threading.Thread(target=tune_then_load, name="cpu-self-tune", daemon=True).start()
+    else:
+        engine.load(spec, settings.device)
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
     try:
         runner.start()

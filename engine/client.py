@@ -40,9 +40,12 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
+from engine import cpu_tune
 from engine.models import ModelSpec
+from engine.resources import demo_model_path
 from engine.settings import Settings
 from engine.worker.messages import (
     Cancel,
@@ -140,6 +143,8 @@ class EngineStatus:
     chat_template: str | None = None  # the loaded model's, as its tokenizer reports it
     fim_tokens: tuple[str, str, str] | None = None  # its fill-in-the-middle tokens, if any
     last_error: EngineIncident | None = None  # the worker's last crash or hang
+    # The CPU plugin properties the model was loaded with (explicit settings + self-tune).
+    cpu_properties: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +164,7 @@ class EngineStatus:
             "restarts": self.restarts,
             "last_error": self.last_error.to_dict() if self.last_error else None,
             "load_seconds": self.load_seconds,
+            "cpu_properties": self.cpu_properties,
         }
 
 
@@ -271,6 +277,7 @@ class EngineClient:
         self._hung: Any = None
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._machine_key: str | None = None  # CPU name | OpenVINO version, for the self-tune
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -443,7 +450,7 @@ class EngineClient:
     def load(self, spec: ModelSpec, device: str | None = None) -> None:
         """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
         device = device or self._settings.device
-        properties = self._settings.cpu.properties() if device.startswith("CPU") else {}
+        properties = self.cpu_properties() if device.startswith("CPU") else {}
         command = LoadModel(
             spec=spec,
             device=device,
@@ -457,8 +464,50 @@ class EngineClient:
             self._revive()  # a model switch is a fresh start after crashes, too
             self._wanted = command
             self._crashes.clear()
-            self._set(state=LOADING, model=spec, device=device, message=f"loading {spec.id}")
+            self._set(
+                state=LOADING,
+                model=spec,
+                device=device,
+                message=f"loading {spec.id}",
+                cpu_properties=dict(properties) if device.startswith("CPU") else None,
+            )
         self._send(command)
+
+    def cpu_properties(self) -> dict[str, Any]:
+        """CPU properties to load with: explicit settings over the cached self-tune choice.
+
+        Cheap (one small file read) unless the machine key is not known yet, which costs one
+        OpenVINO core query, once.
+        """
+        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
+        if not cpu.self_tune or not (cache_dir / cpu_tune.CACHE_FILE).exists():
+            return cpu.properties()
+        if self._machine_key is None:
+            self._machine_key = cpu_tune.machine_key()
+        return cpu_tune.effective_properties(
+            cpu, cpu_tune.cached_choice(cache_dir, self._machine_key)
+        )
+
+    def tune_cpu(self, model_dir: Path | None = None) -> None:
+        """Run the CPU self-tune unless this machine's choice is cached (blocks seconds).
+
+        Threading: call it from a background thread before the first CPU load, so no
+        request waits for it and the model load does not skew its measurements.
+        """
+        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
+        if not cpu.self_tune:
+            return
+        key = self._machine_key or cpu_tune.machine_key()
+        self._machine_key = key
+        cached = cpu_tune.cached_choice(cache_dir, key)
+        if cached is not None:
+            logger.info("CPU self-tune: cached choice for %s: %s", key, cached or "defaults")
+            return
+        try:
+            measure = cpu_tune.measure_decode(model_dir or demo_model_path(), cpu.properties())
+            cpu_tune.self_tune(cpu, measure, cache_dir, key=key)
+        except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
+            logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
     def unload(self) -> None:
         with self._lock:
