@@ -116,16 +116,20 @@ class Recipe:
     mode: str  # "int4_sym", "int4_asym", "int8_asym"
     group_size: int = 128  # -1: channel-wise
     all_layers: bool = False  # False: embeddings and head stay int8 (optimum's default)
+    awq: bool = False  # data-free AWQ (no dataset: NNCF's weight-only variant)
 
     def nncf_kwargs(self) -> dict[str, Any]:
         if self.mode.startswith("int8"):
             return {"mode": self.mode}
-        return {
+        kwargs: dict[str, Any] = {
             "mode": self.mode,
             "group_size": self.group_size,
             "ratio": 1.0,
             "all_layers": self.all_layers,
         }
+        if self.awq:
+            kwargs["awq"] = True
+        return kwargs
 
 
 RECIPES: dict[str, Recipe] = {
@@ -136,6 +140,10 @@ RECIPES: dict[str, Recipe] = {
         Recipe("g128-asym-all", "int4_asym", 128, True),
         Recipe("g128-sym-all", "int4_sym", 128, True),
         Recipe("g64-sym-all", "int4_sym", 64, True),
+        Recipe("g64-asym-head8", "int4_asym", 64),
+        Recipe("g64-sym-head8", "int4_sym", 64),
+        Recipe("g64-asym-all", "int4_asym", 64, True),
+        Recipe("g64-sym-all-awq", "int4_sym", 64, True, awq=True),
         Recipe("g32-sym-all", "int4_sym", 32, True),
         Recipe("cw-sym-all", "int4_sym", -1, True),  # the NPU recipe
         Recipe("cw-sym-head8", "int4_sym", -1),

@@ -155,6 +155,9 @@ def test_a_cross_encoder_converts_to_a_reranker(
     assert len(job.scores) == 2 and all(0.0 < s < 1.0 for s in job.scores)
 
 
+NPU_INT8 = ["--sym", "--group-size", "-1", "--ratio", "1.0"]
+
+
 def test_optimum_arguments_for_each_recipe() -> None:
     base = {"source": "org/m", "output": "/out"}
     assert optimum_argv({**base, "weights": "int8"})[-3:] == ["--weight-format", "int8", "/out"]
@@ -162,6 +165,11 @@ def test_optimum_arguments_for_each_recipe() -> None:
     assert "--sym" not in optimum_argv({**base, "weights": "fp16", "npu": True})
     npu = optimum_argv({**base, "weights": "int4", "npu": True})
     assert npu[-7:] == ["int4", "--sym", "--group-size", "-1", "--ratio", "1.0", "/out"]
+    # CPU/GPU: the bench matrix's pick (asymmetric group 128, head and embeddings int4 too).
+    cpu = optimum_argv({**base, "weights": "int4"})
+    assert cpu[-7:] == ["int4", "--group-size", "128", "--ratio", "1.0", "--all-layers", "/out"]
+    assert "--sym" not in cpu
+    assert optimum_argv({**base, "weights": "int8", "npu": True})[-6:-1] == NPU_INT8
 
 
 def test_cancel_kills_the_child_and_leaves_nothing_behind(
