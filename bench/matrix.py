@@ -289,7 +289,9 @@ def build(args: argparse.Namespace, layout: CacheLayout, shape: str, recipes: li
         tmp.rename(sl.fp16)
     for name in recipes:
         if not (sl.ir(name) / "openvino_model.xml").exists():
-            run([*me, "stage-compress", "--shape", shape, "--recipes", name], cwd=REPO_ROOT, env=env)
+            run(
+                [*me, "stage-compress", "--shape", shape, "--recipes", name], cwd=REPO_ROOT, env=env
+            )
     if not sl.gguf_f16.exists():
         sl.gguf_f16.parent.mkdir(parents=True, exist_ok=True)
         tmp_gguf = sl.gguf_f16.with_suffix(".partial")
@@ -335,9 +337,7 @@ def plan_rows(args: argparse.Namespace, shapes: list[str]) -> list[Row]:
                 continue
             for props in args.props:
                 for pipeline in args.pipelines:
-                    rows.append(
-                        Row(shape, "genai", recipe, str(sl.ir(recipe)), pipeline, props)
-                    )
+                    rows.append(Row(shape, "genai", recipe, str(sl.ir(recipe)), pipeline, props))
     return rows
 
 
@@ -395,7 +395,9 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
             ref[row.shape] = median(row.decode)
     for row in rows:
         if row.error or not row.decode:
-            print(f"| {row.shape} | {row.label} | {row.props} | {row.pipeline} | failed: {row.error} | | | |")
+            print(
+                f"| {row.shape} | {row.label} | {row.props} | {row.pipeline} | failed: {row.error} | | | |"
+            )
             continue
         dec = median(row.decode)
         ratio = dec / ref[row.shape] if row.shape in ref else float("nan")
@@ -415,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES))
     parser.add_argument("--props", nargs="+", choices=list(PROPS), default=list(PROPS))
     parser.add_argument("--pipelines", nargs="+", choices=["llm", "cb"], default=["llm", "cb"])
-    parser.add_argument("--quick", action="store_true", help="0.5B, 5 recipes, 2 property sets, LLMPipeline")
+    parser.add_argument(
+        "--quick", action="store_true", help="0.5B, 5 recipes, 2 property sets, LLMPipeline"
+    )
     parser.add_argument("--venv", type=Path, default=Path("/work/main/.venv-convert/bin/python"),
                         help="build: the torch/optimum-intel interpreter")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
@@ -433,7 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     layout = CacheLayout(args.cache)
 
     if args.plan == "stage-hf":
-        stage_hf(layout.llama_cpp_source(), args.shape[0], shape_layout(args.cache, args.shape[0]).hf, args.seed)
+        stage_hf(
+            layout.llama_cpp_source(),
+            args.shape[0],
+            shape_layout(args.cache, args.shape[0]).hf,
+            args.seed,
+        )
         return 0
     if args.plan == "stage-compress":
         sl = shape_layout(args.cache, args.shape[0])

@@ -42,7 +42,10 @@ logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
-    "sidelight-demo": (REPO_ROOT / "resources/models/sidelight-demo", "tests/models/dialogues.json"),
+    "sidelight-demo": (
+        REPO_ROOT / "resources/models/sidelight-demo",
+        "tests/models/dialogues.json",
+    ),
     "tiny-coder": (REPO_ROOT / "tests/fixtures/tiny-coder", "tests/models/coder_dialogues.json"),
 }
 WINDOW = 128
@@ -81,7 +84,9 @@ def logits_of(compiled: Any, ids: list[int]) -> np.ndarray:
     return np.asarray(result["logits"])[0].astype(np.float64)
 
 
-def score(ref: list[np.ndarray], got: list[np.ndarray], windows: list[list[int]]) -> dict[str, float]:
+def score(
+    ref: list[np.ndarray], got: list[np.ndarray], windows: list[list[int]]
+) -> dict[str, float]:
     nll, n, agree = 0.0, 0, 0
     for r, g, ids in zip(ref, got, windows, strict=True):
         targets = np.asarray(ids[1:])
@@ -128,10 +133,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | fp32 | {t} | {s['tokens']} | {s['ppl']:.3f} | 1.000x | 100% |")
         for rname in args.recipes:
             recipe = RECIPES[rname]
-            if recipe.mode.startswith("int4") and recipe.group_size > 0 and hidden % recipe.group_size:
+            if (
+                recipe.mode.startswith("int4")
+                and recipe.group_size > 0
+                and hidden % recipe.group_size
+            ):
                 print(f"| {name} | {rname} | - | | n/a: hidden {hidden} | | |")
                 continue
-            compiled = core.compile_model(compress(folder / "openvino_model.xml", recipe), "CPU", config)
+            compiled = core.compile_model(
+                compress(folder / "openvino_model.xml", recipe), "CPU", config
+            )
             for t, ws in texts.items():
                 s = score(ref[t], [logits_of(compiled, w) for w in ws], ws)
                 print(

@@ -74,9 +74,9 @@ def core_counts() -> tuple[int, int]:
 
 def candidates(cpu: CpuSettings, physical: int, logical: int) -> list[dict[str, Any]]:
     """The property sets to try: only the axes the user left unset are varied."""
-    threads: list[int | None] = (
-        [None] if cpu.threads is not None else sorted({physical, logical})  # type: ignore[list-item]
-    )
+    threads: list[int | None] = [None]
+    if cpu.threads is None:
+        threads = [*sorted({physical, logical})]
     kv: list[str | None] = [None] if cpu.kv_cache_precision is not None else [None, "f16"]
     out: list[dict[str, Any]] = []
     for t in threads:
