@@ -321,6 +321,7 @@ class Row:
     decode: list[float] = field(default_factory=list)
     ttft_ms: list[float] = field(default_factory=list)
     load1: list[float] = field(default_factory=list)
+    others: list[float] = field(default_factory=list)  # CPU share other processes used
     error: str | None = None
 
 
@@ -358,6 +359,7 @@ def measure_row(row: Row, args: argparse.Namespace, layout: CacheLayout, rnd: in
             return
         row.decode.append(res.tg_tps)
         row.ttft_ms.append(res.ttft_ms_estimate)
+        row.others.append(res.foreign_cpu)
     else:
         case = Case(
             label=f"{row.shape} {row.label} {row.props} {row.pipeline}",
@@ -374,6 +376,7 @@ def measure_row(row: Row, args: argparse.Namespace, layout: CacheLayout, rnd: in
             req = run_["requests"][0]
             row.decode.append(float(req["decode_tps"]))
             row.ttft_ms.append(float(req["ttft_ms"]))
+            row.others.append(float(run_["extra"]["foreign_cpu"]))
     row.load1.append(load1)
     logger.info(
         "%s %s %s %s: decode %.1f tok/s (load %.2f)",
@@ -385,10 +388,11 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     print(
         f"\n{args.prompt_tokens}-token prompt, {args.new_tokens} new tokens, greedy; medians over "
         f"{args.rounds} interleaved rounds x {args.reps} reps; load = 1-min load average "
-        "(median) when each measurement started; ratio = decode / llama.cpp Q4_0 (same shape)"
+        "(median) when each measurement started; others = CPU share other processes used; "
+        "ratio = decode / llama.cpp Q4_0 (same shape)"
     )
-    print("| shape | weights | props | pipeline | decode tok/s | ratio | TTFT ms | load |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| shape | weights | props | pipeline | decode tok/s | ratio | TTFT ms | load | others |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ref: dict[str, float] = {}
     for row in rows:
         if row.kind == "llama.cpp" and row.label.endswith("Q4_0") and row.decode:
@@ -405,7 +409,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
         ttft_note = " (pp est.)" if row.kind == "llama.cpp" else ""
         print(
             f"| {row.shape} | {row.label} | {row.props or '-'} | {row.pipeline or 'llama-bench'} "
-            f"| {dec:.1f} | {ratio:.2f}x | {ttft:.0f}{ttft_note} | {median(row.load1):.2f} |"
+            f"| {dec:.1f} | {ratio:.2f}x | {ttft:.0f}{ttft_note} | {median(row.load1):.2f} "
+            f"| {median(row.others):.0%} |"
         )
 
 
