@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         names = {p.get_any_name() for p in compiled.inputs}
         ids = list(range(1000, 1032))
 
-        def feed(tokens: list[int], start: int) -> int:
+        def feed(
+            tokens: list[int],
+            start: int,
+            request: ov.InferRequest = request,
+            names: set[str] = names,
+        ) -> int:
             n = len(tokens)
             inputs = {
                 "input_ids": np.asarray([tokens], dtype=np.int64),
