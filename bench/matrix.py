@@ -425,8 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="0.5B, 5 recipes, 2 property sets, LLMPipeline"
     )
-    parser.add_argument("--venv", type=Path, default=Path("/work/main/.venv-convert/bin/python"),
-                        help="build: the torch/optimum-intel interpreter")  # fmt: skip
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=REPO_ROOT / ".venv-convert" / "bin" / "python",
+        help="build: the torch/optimum-intel interpreter (default: .venv-convert)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="build even if memory looks short")
     parser.add_argument("--rounds", type=int, default=3)
