@@ -36,6 +36,7 @@ from engine.store.progress import Progress
 from engine.worker.rerank import RerankJob, RerankRunner
 from tests.store.conftest import ROOT, assert_completes, serving, sidelight
 
+NPU_RECIPE = ["--sym", "--group-size", "-1", "--ratio", "1.0"]  # int4 and int8 alike
 MAKE_CHECKPOINT = Path(__file__).with_name("make_tiny_checkpoint.py")
 CONVERT_PYTHON = (
     ROOT / ".venv-convert" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
@@ -130,7 +131,7 @@ def test_npu_recipe_is_symmetric_channel_wise_int4(
     )
     assert model.id == "tiny-qwen2-int4-npu"
     assert model.manifest.devices[0] == "NPU"
-    assert model.manifest.details["recipe"] == {"weights": "int4", "npu": True}
+    assert model.manifest.details["recipe"] == {"weights": "int4", "npu": True, "args": NPU_RECIPE}
     types = _element_types(model.folder)
     assert "i4" in types and "u4" not in types  # symmetric int4 has no zero points
     assert phases[0] == "checking" and "converting" in phases and phases[-1] == "done"
@@ -155,9 +156,6 @@ def test_a_cross_encoder_converts_to_a_reranker(
     assert len(job.scores) == 2 and all(0.0 < s < 1.0 for s in job.scores)
 
 
-NPU_INT8 = ["--sym", "--group-size", "-1", "--ratio", "1.0"]
-
-
 def test_optimum_arguments_for_each_recipe() -> None:
     base = {"source": "org/m", "output": "/out"}
     assert optimum_argv({**base, "weights": "int8"})[-3:] == ["--weight-format", "int8", "/out"]
@@ -169,7 +167,7 @@ def test_optimum_arguments_for_each_recipe() -> None:
     cpu = optimum_argv({**base, "weights": "int4"})
     assert cpu[-7:] == ["int4", "--group-size", "128", "--ratio", "1.0", "--all-layers", "/out"]
     assert "--sym" not in cpu
-    assert optimum_argv({**base, "weights": "int8", "npu": True})[-6:-1] == NPU_INT8
+    assert optimum_argv({**base, "weights": "int8", "npu": True})[-6:-1] == NPU_RECIPE
 
 
 def test_cancel_kills_the_child_and_leaves_nothing_behind(
