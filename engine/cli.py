@@ -15,12 +15,17 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
 from engine.store.cli import run as run_store_command
 from engine.store.relocate import relocate_at_start
+
+if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
+    from engine.client import EngineClient
+    from engine.models import ModelSpec
 
 logger = logging.getLogger("sidelight")
 
@@ -118,6 +123,26 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _tune_then_load(
+    engine: EngineClient, spec: ModelSpec, settings: Settings, stop: threading.Event
+) -> None:
+    """Load ``spec``; on a CPU, after the self-tune (seconds, first start on this CPU only).
+
+    The tune runs on a background thread so the server answers /health meanwhile; the load
+    follows it so the model loads with the chosen properties and does not skew the tune.
+    """
+    if not (settings.device.upper().startswith("CPU") and settings.cpu.self_tune):
+        engine.load(spec, settings.device)
+        return
+
+    def run() -> None:
+        engine.tune_cpu()
+        if not stop.is_set():
+            engine.load(spec, settings.device)
+
+    threading.Thread(target=run, name="cpu-self-tune", daemon=True).start()
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.client import ERROR, READY, EngineClient
     from engine.logs import setup_logging
@@ -164,7 +189,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     engine = EngineClient(settings, backend=args.backend)
     engine.start()
-    engine.load(spec, settings.device)
+    _tune_then_load(engine, spec, settings, stop)
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
     try:
         runner.start()

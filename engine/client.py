@@ -41,9 +41,12 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, TypeVar
 
+from engine import cpu_tune
 from engine.models import ModelSpec
+from engine.resources import demo_model_path
 from engine.settings import Settings
 from engine.supervisor.states import (
     ERROR,
@@ -229,6 +232,7 @@ class EngineClient:
         self._idle_since: float | None = None
         self._idle_thread: threading.Thread | None = None
         self._retired: dict[Any, Connection] = {}
+        self._machine_key: str | None = None  # CPU name | OpenVINO version, for the self-tune
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -407,6 +411,8 @@ class EngineClient:
         """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
         device = device or self._settings.device
         properties = self._settings.device_properties(device)
+        if device.startswith("CPU"):
+            properties = {**properties, **self.cpu_properties()}
         command = LoadModel(
             spec=spec,
             device=device,
@@ -433,8 +439,45 @@ class EngineClient:
                 device=device,
                 message=f"loading {spec.id}",
                 unloaded=None,
+                cpu_properties=dict(properties) if device.startswith("CPU") else None,
             )
         self._send(command)
+
+    def cpu_properties(self) -> dict[str, Any]:
+        """CPU properties to load with: explicit settings over the cached self-tune choice.
+
+        Cheap (one small file read) unless the machine key is not known yet, which costs one
+        OpenVINO core query, once.
+        """
+        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
+        if not cpu.self_tune or not (cache_dir / cpu_tune.CACHE_FILE).exists():
+            return cpu.properties()
+        if self._machine_key is None:
+            self._machine_key = cpu_tune.machine_key()
+        return cpu_tune.effective_properties(
+            cpu, cpu_tune.cached_choice(cache_dir, self._machine_key)
+        )
+
+    def tune_cpu(self, model_dir: Path | None = None) -> None:
+        """Run the CPU self-tune unless this machine's choice is cached (blocks seconds).
+
+        Threading: call it from a background thread before the first CPU load, so no
+        request waits for it and the model load does not skew its measurements.
+        """
+        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
+        if not cpu.self_tune:
+            return
+        key = self._machine_key or cpu_tune.machine_key()
+        self._machine_key = key
+        cached = cpu_tune.cached_choice(cache_dir, key)
+        if cached is not None:
+            logger.info("CPU self-tune: cached choice for %s: %s", key, cached or "defaults")
+            return
+        try:
+            measure = cpu_tune.measure_decode(model_dir or demo_model_path(), cpu.properties())
+            cpu_tune.self_tune(cpu, measure, cache_dir, key=key)
+        except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
+            logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
     def unload(self) -> None:
         """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""

@@ -103,17 +103,26 @@ class CpuSettings:
 
     Pinning defaults to off: on small and shared machines (VMs, 2 cores) it made decoding
     several times slower, and on laptops with hybrid cores the OS schedules better.
+
+    ``threads`` and ``kv_cache_precision`` left unset are chosen per machine by the CPU
+    self-tune (:mod:`engine.cpu_tune`, when ``self_tune`` is on); a value set here always
+    wins over the self-tune's choice.
     """
 
     pinning: bool | None = False
     threads: int | None = None
+    kv_cache_precision: str | None = None  # "u8", "f16", "bf16", "f32"; None: tuned/OpenVINO
+    self_tune: bool = True
 
     def properties(self) -> dict[str, Any]:
+        """The explicitly set properties (what the user chose, before any self-tune)."""
         props: dict[str, Any] = {}
         if self.pinning is not None:
             props["ENABLE_CPU_PINNING"] = self.pinning
         if self.threads is not None:
             props["INFERENCE_NUM_THREADS"] = self.threads
+        if self.kv_cache_precision is not None:
+            props["KV_CACHE_PRECISION"] = self.kv_cache_precision
         return props
 
 
@@ -206,6 +215,10 @@ class Settings:
                 f"binding to {self.host} exposes the server beyond this machine; "
                 "set an API key (--api-key or SIDELIGHT_API_KEY) to do that"
             )
+        self._validate_limits()
+
+    def _validate_limits(self) -> None:
+        """Refuse numeric settings outside what the engine can run with."""
         if self.max_body_bytes < 1024:
             raise SettingsError("max_body_bytes must be at least 1024")
         if self.kv_cache_gb <= 0:
@@ -375,6 +388,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         cpu=CpuSettings(
             pinning=_bool(pick("SIDELIGHT_CPU_PINNING", "cpu_pinning"), "cpu_pinning", False),
             threads=_int(pick("SIDELIGHT_CPU_THREADS", "cpu_threads"), "cpu_threads"),
+            kv_cache_precision=_kv_precision(
+                pick("SIDELIGHT_CPU_KV_CACHE_PRECISION", "cpu_kv_cache_precision")
+            ),
+            self_tune=bool(
+                _bool(pick("SIDELIGHT_CPU_SELF_TUNE", "cpu_self_tune"), "cpu_self_tune", True)
+            ),
         ),
     )
 
@@ -405,6 +424,8 @@ CONFIG_KEYS = frozenset(
         "keep_request_bodies",
         "cpu_pinning",
         "cpu_threads",
+        "cpu_kv_cache_precision",
+        "cpu_self_tune",
         "models_dir",
         "theme",
     }
@@ -461,6 +482,20 @@ def _opt_path(value: Any) -> Path | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+KV_CACHE_PRECISIONS = ("u8", "f16", "bf16", "f32")
+
+
+def _kv_precision(value: Any) -> str | None:
+    text = _str(value)
+    if not text:
+        return None
+    if text.lower() not in KV_CACHE_PRECISIONS:
+        raise SettingsError(
+            f"cpu_kv_cache_precision must be one of {', '.join(KV_CACHE_PRECISIONS)}, not {text!r}"
+        )
+    return text.lower()
 
 
 def _int(value: Any, key: str) -> int | None:

@@ -469,6 +469,9 @@ class ChatWindow(RefusedMessages, QWidget):
             self.conversation.model = self._pending_model
             self.last_stats = stats
             self.status_strip.set_rate(stats.tokens_per_second, stats.ttft_seconds)
+            self.status_strip.set_speculation(
+                stats.speculation, stats.accepted_tokens, stats.completion_tokens
+            )
         self._job = self._worker = None
         self._pending, self._rate = None, None
         self._sync_send_button()

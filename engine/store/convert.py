@@ -1,7 +1,8 @@
 """Convert a transformers model (hub repo or local folder) to OpenVINO IR in a child process.
 
-optimum-intel does the work (``optimum-cli export openvino``: int4 weights by default, int8
-or fp16 on request, the NPU recipe ``--sym --group-size -1 --ratio 1.0``, tokenizer and
+optimum-intel does the work (``optimum-cli export openvino``: int4 weights by default
+(asymmetric, group 128, all layers for CPU/GPU; ``--sym --group-size -1 --ratio 1.0`` for the
+NPU; see ``convert_child.recipe_args``), int8 or fp16 on request, tokenizer and
 detokenizer converted by openvino-tokenizers). It runs in a child process because exporting
 loads the whole model through torch: a crash or an out-of-memory kill ends only the child.
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.models import ModelError, spec_from_path, task_from_config
+from engine.store.convert_child import recipe_args
 from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, ir_facts
 from engine.store.hub import hub_error, list_repo
@@ -480,5 +482,12 @@ def _manifest(model_id: str, staging: Path, request: ConvertRequest) -> Manifest
         devices=devices,
         capabilities=facts.capabilities,
         added_at=now_iso(),
-        details={**facts.details, "recipe": {"weights": request.weights, "npu": request.npu}},
+        details={
+            **facts.details,
+            "recipe": {
+                "weights": request.weights,
+                "npu": request.npu,
+                "args": recipe_args(request.weights, request.npu),
+            },
+        },
     )

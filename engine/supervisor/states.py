@@ -80,6 +80,8 @@ class EngineStatus:
     # Why the last model went away on purpose ("idle", "keep_alive 0", ...): the engine is
     # healthy and loads it again on the next request. None once a model loads.
     unloaded: str | None = None
+    # The CPU plugin properties the model was loaded with (explicit settings + self-tune).
+    cpu_properties: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,7 @@ class EngineStatus:
             "last_error": self.last_error.to_dict() if self.last_error else None,
             "load_seconds": self.load_seconds,
             "unloaded": self.unloaded,
+            "cpu_properties": self.cpu_properties,
         }
 
 

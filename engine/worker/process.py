@@ -18,6 +18,7 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table

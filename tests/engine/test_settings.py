@@ -50,6 +50,18 @@ def test_pinning_can_be_left_to_openvino(tmp_path: Path) -> None:
     assert load_settings(env).cpu.properties() == {}
 
 
+def test_kv_precision_and_self_tune_settings(tmp_path: Path) -> None:
+    home = {"SIDELIGHT_HOME": str(tmp_path)}
+    cpu = load_settings(home).cpu
+    assert cpu.self_tune is True and cpu.kv_cache_precision is None
+    env = {**home, "SIDELIGHT_CPU_KV_CACHE_PRECISION": "F16", "SIDELIGHT_CPU_SELF_TUNE": "0"}
+    cpu = load_settings(env).cpu
+    assert cpu.self_tune is False
+    assert cpu.properties() == {"ENABLE_CPU_PINNING": False, "KV_CACHE_PRECISION": "f16"}
+    with pytest.raises(SettingsError, match="cpu_kv_cache_precision"):
+        load_settings({**home, "SIDELIGHT_CPU_KV_CACHE_PRECISION": "int3"})
+
+
 def test_bad_values_name_the_setting(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="port"):
         load_settings({"SIDELIGHT_HOME": str(tmp_path), "SIDELIGHT_PORT": "eighty"})

@@ -59,6 +59,9 @@ class ServerProcess:
             "SIDELIGHT_STREAM_INTERVAL_MS": "0",
             # Speculation yields several tokens per step: stream-shape tests want one.
             "SIDELIGHT_PROMPT_LOOKUP": "0",
+            # Each test's home is fresh, so every server would self-tune for seconds first;
+            # test_cli_serve turns it on where the self-tune is what is tested.
+            "SIDELIGHT_CPU_SELF_TUNE": "false",
             **(env or {}),
             "SIDELIGHT_HOME": str(home),
             "PYTHONUNBUFFERED": "1",

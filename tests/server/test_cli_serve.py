@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.harness import ServerProcess, free_port
+from tests.server.harness import ServerProcess, free_port, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -166,3 +166,33 @@ def test_bound_beyond_loopback_any_host_with_the_key(
         assert f"OpenAI base URL: http://127.0.0.1:{port}/v1" in proc.output()
     finally:
         assert proc.stop() == 0, proc.output()
+
+
+def test_first_serve_self_tunes_caches_and_explicit_settings_win(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """Real self-tune on the demo model at first start; /health shows what the model got."""
+    import json
+
+    from engine.settings import load_settings
+
+    cache = load_settings({"SIDELIGHT_HOME": str(sidelight_home)}).paths.cache_dir
+    on = {"SIDELIGHT_CPU_SELF_TUNE": "true"}
+    with running_server(sidelight_home, tiny_model, env=on) as server:
+        health = server.wait_ready()
+    props = health["cpu_properties"]
+    assert isinstance(props, dict) and props["ENABLE_CPU_PINNING"] is False
+    saved = json.loads((cache / "cpu-tune.json").read_text())
+    (entry,) = saved.values()
+    assert entry["properties"] in [c for c, _ in entry["figures"]]  # one of the candidates
+    assert {k: props[k] for k in entry["properties"]} == entry["properties"]  # it was used
+
+    tuned_at = entry["tuned_at"]
+    forced = {**on, "SIDELIGHT_CPU_THREADS": "1", "SIDELIGHT_CPU_KV_CACHE_PRECISION": "u8"}
+    with running_server(sidelight_home, tiny_model, env=forced) as server:
+        health = server.wait_ready()
+    props = health["cpu_properties"]
+    assert isinstance(props, dict)
+    assert props["INFERENCE_NUM_THREADS"] == 1 and props["KV_CACHE_PRECISION"] == "u8"
+    again = json.loads((cache / "cpu-tune.json").read_text())
+    assert [e["tuned_at"] for e in again.values()] == [tuned_at]  # cached, not re-tuned

@@ -71,7 +71,9 @@ def store(sidelight_home: Path) -> ModelStore:
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDELIGHT_", "HF_"))}
-    env.update({"SIDELIGHT_HOME": str(home), "PYTHONUNBUFFERED": "1", **extra})
+    env.update({"SIDELIGHT_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    env.setdefault("SIDELIGHT_CPU_SELF_TUNE", "false")  # a fresh home would tune each serve
+    env.update(extra)
     return env
 
 

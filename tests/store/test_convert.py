@@ -36,6 +36,7 @@ from engine.store.progress import Progress
 from engine.worker.rerank import RerankJob, RerankRunner
 from tests.store.conftest import ROOT, assert_completes, serving, sidelight
 
+NPU_RECIPE = ["--sym", "--group-size", "-1", "--ratio", "1.0"]  # int4 and int8 alike
 MAKE_CHECKPOINT = Path(__file__).with_name("make_tiny_checkpoint.py")
 CONVERT_PYTHON = (
     ROOT / ".venv-convert" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
@@ -130,7 +131,7 @@ def test_npu_recipe_is_symmetric_channel_wise_int4(
     )
     assert model.id == "tiny-qwen2-int4-npu"
     assert model.manifest.devices[0] == "NPU"
-    assert model.manifest.details["recipe"] == {"weights": "int4", "npu": True}
+    assert model.manifest.details["recipe"] == {"weights": "int4", "npu": True, "args": NPU_RECIPE}
     types = _element_types(model.folder)
     assert "i4" in types and "u4" not in types  # symmetric int4 has no zero points
     assert phases[0] == "checking" and "converting" in phases and phases[-1] == "done"
@@ -162,6 +163,11 @@ def test_optimum_arguments_for_each_recipe() -> None:
     assert "--sym" not in optimum_argv({**base, "weights": "fp16", "npu": True})
     npu = optimum_argv({**base, "weights": "int4", "npu": True})
     assert npu[-7:] == ["int4", "--sym", "--group-size", "-1", "--ratio", "1.0", "/out"]
+    # CPU/GPU: the bench matrix's pick (asymmetric group 128, head and embeddings int4 too).
+    cpu = optimum_argv({**base, "weights": "int4"})
+    assert cpu[-7:] == ["int4", "--group-size", "128", "--ratio", "1.0", "--all-layers", "/out"]
+    assert "--sym" not in cpu
+    assert optimum_argv({**base, "weights": "int8", "npu": True})[-6:-1] == NPU_RECIPE
 
 
 def test_cancel_kills_the_child_and_leaves_nothing_behind(

@@ -1,0 +1,62 @@
+"""CPU self-tune: candidates, choice, cache and overrides, on real demo-model measurements.
+
+The measurements are real ``LLMPipeline`` decodes of the shipped demo model; nothing asserts
+a speed (the machine is shared), only that the choice is one of the candidates, is cached
+under this machine's key, and never overrides an explicit setting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine import cpu_tune
+from engine.resources import demo_model_path
+from engine.settings import CpuSettings
+
+
+def test_candidates_vary_only_what_the_user_left_unset() -> None:
+    free = cpu_tune.candidates(CpuSettings(), physical=4, logical=8)
+    assert {c.get("INFERENCE_NUM_THREADS") for c in free} == {4, 8}
+    assert {c.get("KV_CACHE_PRECISION") for c in free} == {None, "f16"}
+    pinned = cpu_tune.candidates(CpuSettings(threads=3, kv_cache_precision="u8"), 4, 8)
+    assert pinned == [{}]
+    same = cpu_tune.candidates(CpuSettings(kv_cache_precision="f16"), 2, 2)
+    assert same == [{"INFERENCE_NUM_THREADS": 2}]
+
+
+def test_choose_takes_the_fastest_and_the_earlier_on_a_tie() -> None:
+    a, b = {"INFERENCE_NUM_THREADS": 2}, {"INFERENCE_NUM_THREADS": 4}
+    assert cpu_tune.choose([(a, 10.0), (b, 12.0)]) == b
+    assert cpu_tune.choose([(a, 10.0), (b, 10.0)]) == a
+
+
+def test_self_tune_measures_the_demo_model_caches_and_respects_overrides(tmp_path: Path) -> None:
+    cpu = CpuSettings()  # pinning off, threads and KV precision free
+    measured: list[dict[str, Any]] = []
+    real = cpu_tune.measure_decode(demo_model_path(), cpu.properties(), new_tokens=16)
+
+    def measure(candidate: dict[str, Any]) -> float:
+        measured.append(candidate)
+        return real(candidate)
+
+    key = cpu_tune.machine_key()
+    result = cpu_tune.self_tune(cpu, measure, tmp_path, key=key, rounds=1, cores=(1, 2))
+    cands = cpu_tune.candidates(cpu, 1, 2)
+    assert measured == cands  # every candidate measured once, in order
+    assert result.properties in cands
+    assert all(speed > 0 for _, speed in result.figures)  # real decodes produced tokens
+
+    assert cpu_tune.cached_choice(tmp_path, key) == result.properties
+    assert cpu_tune.cached_choice(tmp_path, key + " other") is None  # new CPU/OpenVINO
+    saved = json.loads((tmp_path / cpu_tune.CACHE_FILE).read_text())
+    assert saved[key]["properties"] == result.properties
+
+    explicit = CpuSettings(threads=1, kv_cache_precision="u8")
+    merged = cpu_tune.effective_properties(explicit, result.properties)
+    assert merged["INFERENCE_NUM_THREADS"] == 1
+    assert merged["KV_CACHE_PRECISION"] == "u8"
+    assert merged["ENABLE_CPU_PINNING"] is False
+    off = CpuSettings(self_tune=False)
+    assert cpu_tune.effective_properties(off, result.properties) == off.properties()
