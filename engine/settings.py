@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -308,6 +308,17 @@ def default_paths(env: Mapping[str, str]) -> Paths:
             else Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "models"
         ),
     )
+
+
+def env_overrides(keys: Iterable[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Which of these ``config.json`` keys the environment sets, and by which variable.
+
+    ``SIDELIGHT_<KEY>`` wins over ``config.json``, so a settings window must say so instead of
+    saving a value that would never apply (the key ``models_dir`` is ``SIDELIGHT_MODELS_DIR``).
+    """
+    env = os.environ if env is None else env
+    names = {key: f"SIDELIGHT_{key.upper()}" for key in keys}
+    return {key: name for key, name in names.items() if name in env}
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

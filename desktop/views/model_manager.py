@@ -117,7 +117,7 @@ class ModelManager(QDialog):
         self._job_kind: JobKind | None = None
         self._job_entry: str | None = None  # the catalog entry being downloaded
         self._installed: set[str] = set()  # ids in the store, as of the last _fill_installed
-        self.setWindowTitle("Sidelight models")
+        self.setWindowTitle("Models")  # Qt adds " — Sidelight"
         self._build()
         fit_to_screen(self, QSize(900, 600))
         controller.models_changed.connect(self._fill_installed)

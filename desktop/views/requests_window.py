@@ -176,7 +176,7 @@ class RequestsWindow(QWidget):
     def __init__(self, controller: Controller, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
-        self.setWindowTitle("Sidelight requests")
+        self.setWindowTitle("Requests")  # Qt adds " — Sidelight"
         self.setWindowIcon(icon(""))
         self._shown_state: tuple[int, int] | None = None  # (last id, running) last shown
 

@@ -44,6 +44,7 @@ from engine.settings import (
     DEFAULT_ALLOWED_ORIGINS,
     Settings,
     SettingsError,
+    env_overrides,
     is_loopback_host,
     load_settings,
     save_config,
@@ -101,11 +102,12 @@ class SettingsDialog(QDialog):
         self.controller = controller
         self.autostart = autostart
         self._saved_config: bytes | None = None  # config.json as it was, while a save is tried
-        self.setWindowTitle("Sidelight settings")
+        self.setWindowTitle("Settings")  # Qt adds " — Sidelight"
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self._add_server_rows(form)
         self._add_app_rows(form)
+        self.overridden = self._mark_env_overrides()
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setProperty("role", "error")  # coloured by desktop.theme
@@ -117,6 +119,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.env_note)
         layout.addWidget(self.error)
         layout.addWidget(self.buttons)
         self._sync_warning()
@@ -212,6 +215,31 @@ class SettingsDialog(QDialog):
         form.addRow("Appearance", self.theme)
         form.addRow("", self.start_at_login)
 
+    def _mark_env_overrides(self) -> dict[str, str]:
+        """Grey out the rows an environment variable decides (it wins over ``config.json``),
+        say which, and leave those keys out of what Save writes."""
+        rows: dict[str, QWidget] = {
+            "host": self.host,
+            "port": self.port,
+            "api_key": self.api_key,
+            "allowed_origins": self.origins,
+            "device": self.device,
+            "theme": self.theme,
+        }
+        overridden = env_overrides(rows)
+        for key, variable in overridden.items():
+            rows[key].setEnabled(False)
+            rows[key].setToolTip(f"Set by {variable} in the environment, which wins over this")
+        self.env_note = QLabel(
+            "Set in the environment, which wins over these settings: "
+            + ", ".join(overridden.values())
+            + ". Unset it and restart Sidelight to change this here."
+        )
+        self.env_note.setWordWrap(True)
+        self.env_note.setProperty("role", "warning")  # coloured by desktop.theme
+        self.env_note.setVisible(bool(overridden))
+        return overridden
+
     # ---- what the rows do --------------------------------------------------------------
 
     def _sync_warning(self) -> None:
@@ -297,6 +325,8 @@ class SettingsDialog(QDialog):
             "device": self.device.currentData() or settings.device,
             "theme": self.theme.currentData() or settings.theme,
         }
+        for key in self.overridden:
+            values.pop(key, None)  # the environment decides these; config.json keeps its own
         if self.models_dir.path != settings.paths.models_dir:
             values["models_dir"] = str(self.models_dir.path)
         config_file = settings.paths.config_file

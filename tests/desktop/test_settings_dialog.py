@@ -327,3 +327,39 @@ def test_save_config_merges_removes_and_refuses_unknown_keys(sidelight_home: Pat
         save_config(paths, {"prot": 1})
     settings = load_settings()
     assert (settings.port, settings.device, settings.api_key) == (12345, "GPU", None)
+
+
+def test_a_setting_the_environment_decides_is_greyed_out_and_not_saved(
+    qtbot: QtBot, desktop: DesktopApp
+) -> None:
+    """SIDELIGHT_PORT (set by the fixture) wins over config.json: the dialog says so and
+    Save leaves the port out, instead of saving a value that would never apply."""
+    dialog = open_settings(desktop)
+    assert not dialog.port.isEnabled()
+    assert dialog.host.isEnabled()
+    assert not dialog.env_note.isHidden()
+    assert "SIDELIGHT_PORT" in dialog.env_note.text()
+    assert "SIDELIGHT_PORT" in dialog.port.toolTip()
+    dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
+    dialog.save()
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=15000)
+    config = json.loads(desktop.controller.settings.paths.config_file.read_text())
+    assert config["theme"] == "dark"
+    assert "port" not in config
+
+
+def test_window_titles_name_sidelight_once(desktop: DesktopApp) -> None:
+    """Qt appends " — Sidelight" (the application display name) to every title that does
+    not already end with it; a title that starts with "Sidelight" then names it twice."""
+    desktop.show_settings()
+    desktop.show_models()
+    desktop.show_requests()
+    desktop.show_chat()
+    shown = []
+    for window in QApplication.topLevelWidgets():
+        title = window.windowTitle()
+        if window.isVisible() and title:
+            shown.append(title if title.endswith("Sidelight") else f"{title} — Sidelight")
+    assert len(shown) >= 4, shown
+    for title in shown:
+        assert title.count("Sidelight") == 1, title
