@@ -35,6 +35,8 @@ def free_port() -> int:
 class ServerProcess:
     """``python -m engine.cli serve`` as a child process, its output kept in a file.
 
+    ``model`` None serves the default (the built-in demo model).
+
     Tokens stream one per delta (``SIDELIGHT_STREAM_INTERVAL_MS=0``) unless ``env`` says
     otherwise: the tiny model is so fast that the default interval would merge whole replies,
     and the stream-shape tests are about single tokens. Merging has its own tests. Prompt
@@ -45,7 +47,7 @@ class ServerProcess:
     def __init__(
         self,
         home: Path,
-        model: Path,
+        model: Path | None,
         *extra: str,
         port: int | None = None,
         env: dict[str, str] | None = None,
@@ -73,8 +75,7 @@ class ServerProcess:
                 "-m",
                 "engine.cli",
                 "serve",
-                "--model",
-                str(model),
+                *(("--model", str(model)) if model is not None else ()),
                 "--port",
                 str(self.port),
                 *extra,
@@ -86,6 +87,18 @@ class ServerProcess:
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_answering(self, timeout: float = 180.0) -> httpx.Response:
+        """The first /health answer, whatever it says (the model may still be loading)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.output()}")
+            try:
+                return httpx.get(f"{self.base_url}/health", timeout=2)
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise TimeoutError(f"server not answering after {timeout}s:\n{self.output()}")
 
     def wait_ready(self, timeout: float = 180.0) -> dict[str, object]:
         deadline = time.monotonic() + timeout
