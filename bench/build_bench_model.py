@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench.common import CacheLayout, add_common_args, run, setup_logging
 
@@ -65,16 +66,10 @@ VENV_REQUIREMENTS = (
     "numpy",
 )
 
-# Qwen2.5-0.5B(-Instruct) config.json, minus the weights.
-QWEN25_05B_CONFIG: dict[str, object] = {
+# Qwen2.5's config.json entries every size shares (bench.matrix adds the other shapes).
+QWEN25_COMMON: dict[str, Any] = {
     "vocab_size": 151936,
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
     "max_position_embeddings": 32768,
-    "max_window_layers": 21,
     "rope_theta": 1000000.0,
     "rms_norm_eps": 1e-6,
     "hidden_act": "silu",
@@ -84,6 +79,15 @@ QWEN25_05B_CONFIG: dict[str, object] = {
     "bos_token_id": 151643,
     "eos_token_id": 151645,
     "initializer_range": 0.02,
+}
+# Qwen2.5-0.5B(-Instruct) config.json, minus the weights.
+QWEN25_05B_CONFIG: dict[str, Any] = QWEN25_COMMON | {
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "max_window_layers": 21,
 }
 VOCAB_GGUF = "ggml-vocab-qwen2.gguf"
 CHAT_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"

@@ -9,6 +9,8 @@ formats) lives there so the repository stays small.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import logging
 import os
 import resource
@@ -212,3 +214,29 @@ def wait_for_quiet(threshold: float, window_s: float = 2.0, timeout_s: float = 1
         if now >= next_log:
             logger.info("waiting for a quiet machine (others use %.0f%% CPU)", share * 100)
             next_log = now + 30
+
+
+def wait_healthy(
+    port: int, proc: subprocess.Popen[bytes], timeout_s: float, name: str = "server"
+) -> None:
+    """Poll ``http://127.0.0.1:PORT/health`` until it answers 200 (Sidelight and llama-server).
+
+    Raises:
+        RuntimeError: ``proc`` exited first.
+        TimeoutError: no 200 within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}")
+        with contextlib.suppress(OSError):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            try:
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    return
+            finally:
+                conn.close()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} did not become healthy")
+        time.sleep(0.2)

@@ -45,6 +45,7 @@ from bench.common import (
     median,
     setup_logging,
     wait_for_quiet,
+    wait_healthy,
 )
 from bench.timing import RunResult, TokenTracker
 from tests.server.harness import free_port
@@ -127,18 +128,7 @@ def llama_server(
     logger.info("$ %s", " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {proc.returncode}")
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError("llama-server did not become healthy")
-            time.sleep(0.2)
+        wait_healthy(port, proc, timeout_s, "llama-server")
         yield ServerHandle("127.0.0.1", port, proc.pid)
     finally:
         proc.terminate()

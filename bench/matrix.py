@@ -48,28 +48,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.build_bench_model import QWEN25_COMMON
 from bench.common import CacheLayout, add_common_args, median, run, setup_logging
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-_QWEN_COMMON: dict[str, Any] = {
-    "vocab_size": 151936,
-    "max_position_embeddings": 32768,
-    "rope_theta": 1000000.0,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-    "tie_word_embeddings": True,
-    "use_sliding_window": False,
-    "sliding_window": 32768,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
-    "initializer_range": 0.02,
-}
 # Qwen2.5 configs (config.json of the Instruct models) minus the weights.
 SHAPES: dict[str, dict[str, Any]] = {
-    "0.5b": _QWEN_COMMON
+    "0.5b": QWEN25_COMMON
     | {
         "hidden_size": 896,
         "intermediate_size": 4864,
@@ -77,7 +65,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_attention_heads": 14,
         "num_key_value_heads": 2,
     },
-    "1.5b": _QWEN_COMMON
+    "1.5b": QWEN25_COMMON
     | {
         "hidden_size": 1536,
         "intermediate_size": 8960,
@@ -85,7 +73,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_attention_heads": 12,
         "num_key_value_heads": 2,
     },
-    "3b": _QWEN_COMMON
+    "3b": QWEN25_COMMON
     | {
         "hidden_size": 2048,
         "intermediate_size": 11008,
@@ -93,7 +81,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_attention_heads": 16,
         "num_key_value_heads": 2,
     },
-    "7b": _QWEN_COMMON
+    "7b": QWEN25_COMMON
     | {
         "vocab_size": 152064,
         "hidden_size": 3584,

@@ -190,17 +190,9 @@ def _free_port() -> int:
 
 
 def _wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        time.sleep(0.2)
-    raise TimeoutError("server did not become healthy")
+    from bench.common import wait_healthy
+
+    wait_healthy(port, proc, timeout)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -24,10 +25,13 @@ from engine.store.cli import run as run_store_command
 from engine.store.relocate import relocate_at_start
 
 if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
-    from engine.client import EngineClient
+    from engine.client import EngineClient, EngineStatus
     from engine.models import ModelSpec
 
 logger = logging.getLogger("sidelight")
+
+LOAD_TIMEOUT_SECONDS = 600.0  # how long start-up waits for the first model before giving up
+TUNE_FINISH_SECONDS = 120.0  # how long shutting down waits for a running self-tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,26 +129,78 @@ def _has_display() -> bool:
 
 def _tune_then_load(
     engine: EngineClient, spec: ModelSpec, settings: Settings, stop: threading.Event
-) -> None:
+) -> threading.Thread | None:
     """Load ``spec``; on a CPU, after the self-tune (seconds, first start on this CPU only).
+
+    Returns the tune's thread: shutting down must join it, since the process aborts when it
+    exits while that thread is inside OpenVINO.
 
     The tune runs on a background thread so the server answers /health meanwhile; the load
     follows it so the model loads with the chosen properties and does not skew the tune.
+    The engine announces ``spec`` as loading before the tune starts, so a request for it
+    during the tune waits for the load (or gets 503 model_loading), never 404. A request
+    that switched to another model meanwhile wins: the tune thread then loads nothing.
     """
     if not (settings.device.upper().startswith("CPU") and settings.cpu.self_tune):
         engine.load(spec, settings.device)
-        return
+        return None
+    engine.expect_load(spec, settings.device, f"tuning the CPU before loading {spec.id}")
 
     def run() -> None:
         engine.tune_cpu()
-        if not stop.is_set():
-            engine.load(spec, settings.device)
+        if stop.is_set():
+            return
+        if engine.status().model != spec:
+            logger.info(
+                "CPU self-tune done; %s is not loaded: a request asked for another model", spec.id
+            )
+            return
+        engine.load(spec, settings.device)
 
-    threading.Thread(target=run, name="cpu-self-tune", daemon=True).start()
+    thread = threading.Thread(target=run, name="cpu-self-tune", daemon=True)
+    thread.start()
+    return thread
+
+
+def _finish_tune(tuner: threading.Thread | None) -> None:
+    """Let a running self-tune end its measurement (bounded) before the process exits."""
+    if tuner is not None and tuner.is_alive():
+        logger.info("waiting for the CPU self-tune to finish its measurement")
+        tuner.join(TUNE_FINISH_SECONDS)
+        if tuner.is_alive():
+            logger.warning("the CPU self-tune did not finish in %.0f s", TUNE_FINISH_SECONDS)
+
+
+def _wait_until_loaded(engine: EngineClient, stop: threading.Event, timeout: float) -> EngineStatus:
+    """The engine's status once the start-up model is ready or failed, ``timeout`` passed, or
+    ``stop`` was set (SIGINT/SIGTERM during the self-tune or the load ends the wait at once).
+    """
+    from engine.client import ERROR, READY
+
+    deadline = time.monotonic() + timeout
+    status = engine.status()
+    while status.state not in (READY, ERROR) and not stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        status = engine.wait_for({READY, ERROR}, timeout=min(0.5, remaining))
+    return status
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set (the main thread then shuts the server down)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    return stop
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from engine.client import ERROR, READY, EngineClient
+    from engine.client import READY, EngineClient
     from engine.logs import setup_logging
     from engine.models import ModelError, spec_from_path
     from engine.resources import demo_model_path
@@ -179,21 +235,17 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             "not for real answers"
         )
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = _stop_on_signals()
 
     engine = EngineClient(settings, backend=args.backend)
     engine.start()
-    _tune_then_load(engine, spec, settings, stop)
+    tuner = _tune_then_load(engine, spec, settings, stop)
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
     try:
         runner.start()
     except (PortInUseError, RuntimeError, OSError) as exc:
+        stop.set()
+        _finish_tune(tuner)
         engine.close()
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         print(f"sidelight: {message}", file=sys.stderr)
@@ -205,18 +257,20 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         spec.id,
         settings.device,
     )
-    status = engine.wait_for({READY, ERROR}, timeout=600)
+    status = _wait_until_loaded(engine, stop, LOAD_TIMEOUT_SECONDS)
+    failed = status.state != READY and not stop.is_set()  # a signal while loading is no failure
     if status.state == READY:
         logger.info("ready: %s on %s. OpenAI base URL: %s/v1", spec.id, status.device, runner.url)
-    else:
+    elif failed:
         logger.error("%s", status.message or "the model did not load")
         stop.set()
     while not stop.wait(0.5):
         pass
     logger.info("shutting down")
     runner.stop()
+    _finish_tune(tuner)
     engine.close()
-    return 0 if status.state == READY else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -443,6 +443,16 @@ class EngineClient:
             )
         self._send(command)
 
+    def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
+        """Say ``spec`` is on its way before :meth:`load` is called (state -> ``loading``).
+
+        For start-up work that must come first (the CPU self-tune): requests naming
+        ``spec`` meanwhile wait for it or get 503 + Retry-After, never 404 (the server's
+        resolver finds it in the status). Sends nothing to the worker.
+        """
+        with self._lock:
+            self._set(state=LOADING, model=spec, device=device, message=why)
+
     def cpu_properties(self) -> dict[str, Any]:
         """CPU properties to load with: explicit settings over the cached self-tune choice.
 

@@ -14,11 +14,14 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import engine  # noqa: F401 - first: keeps OpenVINO's telemetry off here too (engine.telemetry)
+
+if TYPE_CHECKING:
+    from tests.store.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = ROOT / "resources" / "models" / "sidelight-demo"
@@ -59,6 +62,19 @@ def close_hub_client() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
+
+
+@pytest.fixture
+def search_hub_server(tmp_path: Path) -> Iterator[HubServer]:
+    """The local hub stand-in (the real hub is unreachable here) holding the search repos of
+    :mod:`tests.store.search_fixtures`: for the engine's and the model manager's search."""
+    from tests.store.hub_server import HubConfig, HubServer
+    from tests.store.search_fixtures import add_search_repos
+
+    root = tmp_path / "hub"
+    add_search_repos(root)
+    with HubServer(HubConfig(root=root)) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

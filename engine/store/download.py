@@ -129,26 +129,52 @@ def _pull(
         listing = list_repo(request.repo, request.revision, endpoint=endpoint, token=token)
         _check_servable(listing)
         staging = store.partial_folder(model_id)
-        _prepare_staging(staging, listing)
-        remaining = _remaining_bytes(staging, listing)
-        free = disk_free(staging)
-        if remaining + DISK_MARGIN > free:
-            raise NotEnoughSpace(
-                f"{request.repo} needs {_gb(remaining)} more on disk "
-                f"(plus {_gb(DISK_MARGIN)} to spare); only {_gb(free)} is free in {store.root}"
-            )
-        done = listing.total_size - remaining
-        meter = ByteMeter(listing.total_size, progress, cancel, done=done)
-        for remote in listing.files:
-            check_cancel(cancel)
-            _fetch(staging, listing, remote, meter, endpoint=endpoint, token=token)
-        meter.report("verifying")
+        meter = _fetch_all(
+            staging, listing, request.repo, store.root, endpoint, token, progress, cancel, disk_free
+        )
         shutil.rmtree(staging / INCOMPLETE, ignore_errors=True)
         (staging / STATE_FILE).unlink(missing_ok=True)
         manifest = _manifest(model_id, staging, listing, request)
         stored = store.commit(staging, manifest)
         _report(progress, Progress(phase="done", done=meter.done, total=meter.total))
         return stored
+
+
+def _fetch_all(
+    staging: Path,
+    listing: RepoListing,
+    what: str,
+    store_root: Path,
+    endpoint: str | None,
+    token: str | None,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+    disk_free: DiskFree,
+) -> ByteMeter:
+    """Fetch every file of ``listing`` into ``staging`` and verify each (size, sha256).
+
+    Resumes what an earlier attempt left in ``staging``; first checks the disk can hold the
+    rest. Shared by :func:`pull` (a repo) and :func:`pull_gguf` (one file of a repo).
+    Returns the meter, which has reported ``verifying``.
+
+    Raises:
+        NotEnoughSpace: ``what`` needs more than is free (plus :data:`DISK_MARGIN`).
+        HubError, Cancelled, StoreError: as :func:`pull`.
+    """
+    _prepare_staging(staging, listing)
+    remaining = _remaining_bytes(staging, listing)
+    free = disk_free(staging)
+    if remaining + DISK_MARGIN > free:
+        raise NotEnoughSpace(
+            f"{what} needs {_gb(remaining)} more on disk "
+            f"(plus {_gb(DISK_MARGIN)} to spare); only {_gb(free)} is free in {store_root}"
+        )
+    meter = ByteMeter(listing.total_size, progress, cancel, done=listing.total_size - remaining)
+    for remote in listing.files:
+        check_cancel(cancel)
+        _fetch(staging, listing, remote, meter, endpoint=endpoint, token=token)
+    meter.report("verifying")
+    return meter
 
 
 def _check_servable(listing: RepoListing) -> None:
@@ -394,18 +420,7 @@ def pull_gguf(
             raise StoreError(f"{repo} has no GGUF file named {filename}")
         one = RepoListing(listing.repo, listing.commit, (remote,), listing.gated)
         staging = store.partial_folder(download_id)
-        _prepare_staging(staging, one)
-        remaining = _remaining_bytes(staging, one)
-        free = disk_free(staging)
-        if remaining + DISK_MARGIN > free:
-            raise NotEnoughSpace(
-                f"{filename} needs {_gb(remaining)} more on disk "
-                f"(plus {_gb(DISK_MARGIN)} to spare); only {_gb(free)} is free in "
-                f"{store.root}"
-            )
-        meter = ByteMeter(remote.size, progress, cancel, done=remote.size - remaining)
-        _fetch(staging, one, remote, meter, endpoint=endpoint, token=token)
-        meter.report("verifying")
+        _fetch_all(staging, one, filename, store.root, endpoint, token, progress, cancel, disk_free)
         stored = import_gguf(
             store, staging / remote.path, model_id=target, progress=progress, cancel=cancel
         )

@@ -7,8 +7,7 @@ the real engine's GGUF reader when used."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
@@ -20,21 +19,15 @@ from desktop.views.model_manager import ModelManager
 from engine.store import StoredModel
 from engine.store.catalog import GB, MachineInfo
 from tests.desktop.test_model_manager import ENTRY, a_closed_port
-from tests.store.hub_server import HubConfig, HubServer
-from tests.store.search_fixtures import GGUF_REPO, POPULAR_OV, Q4, QUIET_OV, add_search_repos
+from tests.store.hub_server import HubServer
+from tests.store.search_fixtures import GGUF_REPO, POPULAR_OV, Q4, QUIET_OV
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Iterator[HubServer]:
-    root = tmp_path / "hub"
-    add_search_repos(root)
-    with HubServer(HubConfig(root=root)) as server:
-        yield server
-
-
-@pytest.fixture
-def dialog(qtbot: QtBot, make_desktop: Callable[..., DesktopApp], hub: HubServer) -> ModelManager:
-    desktop = make_desktop(hub_endpoint=hub.url)
+def dialog(
+    qtbot: QtBot, make_desktop: Callable[..., DesktopApp], search_hub_server: HubServer
+) -> ModelManager:
+    desktop = make_desktop(hub_endpoint=search_hub_server.url)
     manager = desktop.models_dialog()
     qtbot.waitUntil(lambda: manager.machine is not None, timeout=15000)
     manager.show()
@@ -51,14 +44,14 @@ def rows(dialog: ModelManager) -> list[list[str]]:
 
 
 def test_type_pick_a_gguf_file_and_download_it(
-    qtbot: QtBot, dialog: ModelManager, hub: HubServer
+    qtbot: QtBot, dialog: ModelManager, search_hub_server: HubServer
 ) -> None:
     search = dialog.search
     with qtbot.waitSignal(search.searched, timeout=15000):
         qtbot.keyClicks(search.box, "tiny-chat")
         assert search.debounce.isActive()  # waits for a pause in typing
         qtbot.waitUntil(lambda: search.status.text() == SEARCHING, timeout=5000)
-    searches = [p for _, p, _ in hub.config.requests if p == "/api/models"]
+    searches = [p for _, p, _ in search_hub_server.config.requests if p == "/api/models"]
     assert len(searches) == 2  # one per kind for the whole word, not one per key
     assert search.status.text() == "3 models for “tiny-chat”."
     assert [r[:3] for r in rows(dialog)] == [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,14 @@ import pytest
 
 from engine.client import ERROR, READY, EngineClient, RequestFailed
 from engine.models import ModelSpec, spec_from_path, task_from_config
-from engine.worker.messages import GenerationRequest, SamplingParams, TextDelta
 from engine.worker.rerank import pair_limit
 from tests.conftest import ROOT
+from tests.engine.chat_beside import assert_chat_went_on, chat_beside
 from tests.engine.test_client import make_client
-from tests.engine.test_worker_robustness import tokens_in_every_tenth
 
 TINY_RERANK = ROOT / "tests" / "fixtures" / "tiny-rerank"
 REFERENCE = json.loads((TINY_RERANK / "reference.json").read_text())["cases"]
 SPEC = ModelSpec("tiny-rerank", TINY_RERANK, "ir", task="rerank")
-HELLO = [{"role": "user", "content": "Hello"}]
-SHOWS_TEXT = SamplingParams(temperature=1.0, seed=7, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -131,39 +127,17 @@ def test_a_big_rerank_does_not_stall_a_chat_stream(sidelight_home: Path) -> None
     assert client.wait_for({READY, ERROR}, 120).state == READY
     documents = [f"our team wrote about pip and document {i} today." for i in range(4000)]
 
-    async def scenario() -> tuple[list[float], float, float]:
+    async def scenario() -> tuple[int, list[float], float, float]:
         await client.rerank(SPEC, "warm up", ["warm up"])  # the load is not what is measured
-        arrivals: list[float] = []
-        finished = float("inf")
-
-        async def chat() -> None:
-            while time.monotonic() < finished:
-                stream = client.submit(
-                    GenerationRequest(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
-                )
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        arrivals.append(time.monotonic())
-                    if time.monotonic() > finished:
-                        stream.cancel()
-
-        chatting = asyncio.create_task(chat())
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
-        result = await client.rerank(SPEC, "why is my pip so slow", documents)
-        finished = time.monotonic()
-        await chatting
-        assert len(result.scores) == len(documents)
-        return arrivals, started, finished
+        result, arrivals, started, finished = await chat_beside(
+            client, lambda: client.rerank(SPEC, "why is my pip so slow", documents)
+        )
+        return len(result.scores), arrivals, started, finished
 
     try:
-        arrivals, started, finished = asyncio.run(scenario())
-        assert finished - started > 0.5  # long enough to starve chat if run in one go
-        counts = tokens_in_every_tenth(arrivals, started, finished)
-        # Chat went on through the batch: run in one go, it would leave at most the two
-        # edge tenths with tokens. A machine busy with other work may pause chat (and the
-        # batch) for a while, so half the tenths is the bar, not all of them.
-        assert sum(1 for count in counts if count) >= 5, counts
+        scored, arrivals, started, finished = asyncio.run(scenario())
+        assert scored == len(documents)
+        assert_chat_went_on(arrivals, started, finished)
     finally:
         client.close()
 

@@ -35,13 +35,12 @@ from engine.worker.messages import (
 )
 from engine.worker.process import Worker
 from tests.conftest import ROOT, dialogue
+from tests.engine.chat_beside import assert_chat_went_on, chat_beside
 from tests.engine.test_client import generate, make_client
 
 TINY_EMBED = ROOT / "tests" / "fixtures" / "tiny-embed"
 HELLO = [{"role": "user", "content": "Hello"}]
 LONG = SamplingParams(temperature=0, ignore_eos=True)
-# A long reply with text all the way (greedy decoding past the reply makes hidden tokens).
-SHOWS_TEXT = SamplingParams(temperature=1.0, seed=7, ignore_eos=True)
 
 # Schemas XGrammar cannot compile; each used to end every stream and reload the model.
 BAD_SCHEMAS: dict[str, Any] = {
@@ -272,64 +271,24 @@ def test_a_grammar_that_fails_in_a_step_is_blamed_on_its_request(
 
 
 def test_a_big_embedding_batch_does_not_stall_a_chat_stream(sidelight_home: Path) -> None:
-    """The worker embeds in chunks with chat steps in between: tokens keep arriving.
-
-    The tiny model writes a whole reply in well under a second, so replies follow one another
-    for as long as the batch runs.
-    """
+    """The worker embeds in chunks with chat steps in between: tokens keep arriving."""
     client = _client(sidelight_home)
     spec = ModelSpec("tiny-embed", TINY_EMBED, "ir", task="embeddings")
     texts = [f"def f{i}(x): return x + {i}" for i in range(20_000)]
 
-    async def scenario() -> tuple[list[float], float, float, list[list[float]]]:
+    async def scenario() -> tuple[list[list[float]], list[float], float, float]:
         await client.embed(spec, ["warm up"])  # the model load is not what is measured
-        arrivals: list[float] = []
-        finished = float("inf")  # until the batch is done
-
-        async def chat() -> None:
-            while time.monotonic() < finished:
-                stream = client.submit(
-                    GenerationRequest(messages=HELLO, max_tokens=1900, sampling=SHOWS_TEXT)
-                )
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        arrivals.append(time.monotonic())
-                    if time.monotonic() > finished:
-                        stream.cancel()
-
-        chatting = asyncio.create_task(chat())
-        await asyncio.sleep(0.1)
-        started = time.monotonic()
-        result = await client.embed(spec, texts)
-        finished = time.monotonic()
-        await chatting
-        return arrivals, started, finished, result.vectors
+        result, arrivals, started, finished = await chat_beside(
+            client, lambda: client.embed(spec, texts)
+        )
+        return result.vectors, arrivals, started, finished
 
     try:
-        arrivals, started, finished, vectors = asyncio.run(scenario())
+        vectors, arrivals, started, finished = asyncio.run(scenario())
         assert len(vectors) == len(texts)
         alone = asyncio.run(client.embed(spec, [texts[1234]])).vectors[0]
         assert vectors[1234] == pytest.approx(alone, abs=1e-5)  # chunks change no result
-        assert finished - started > 0.5  # long enough to starve chat if run in one go
-        counts = tokens_in_every_tenth(arrivals, started, finished)
-        # Chat went on through the batch: run in one go, it would leave at most the two
-        # edge tenths with tokens. A machine busy with other work may pause chat (and the
-        # batch) for a while, so half the tenths is the bar, not all of them.
-        assert sum(1 for count in counts if count) >= 5, counts
+        assert_chat_went_on(arrivals, started, finished)
         assert client.status().active_requests == 0
     finally:
         client.close()
-
-
-def tokens_in_every_tenth(arrivals: list[float], started: float, finished: float) -> list[int]:
-    """How many chat tokens arrived in each tenth of the batch's run.
-
-    Proportional, not timed: on a slow or busy machine the batch and the chat slow down
-    together, but a batch run in one go leaves every tenth but the edges empty.
-    """
-    tenth = (finished - started) / 10
-    counts = [0] * 10
-    for t in arrivals:
-        if started <= t < finished:
-            counts[min(int((t - started) / tenth), 9)] += 1
-    return counts

@@ -40,13 +40,11 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from build_tiny_model import export_openvino  # the sibling script (run by path)
+from tiny_encoder import bert_tokenizer, bert_wordpiece, export_encoder  # sibling (by path)
 
 LOG = logging.getLogger("build_tiny_rerank_model")
 
@@ -96,18 +94,6 @@ TEST_DOCUMENTS = ("our team wrote about {w} and {v} today.", "{w} tips: start wi
 MAX_WARM_UP_STEPS = 5000  # bare keyword pairs only: the topic match is learnt there first
 TRAIN_STEPS = 2000
 BATCH = 32
-SHIPPED_FILES = (
-    "openvino_model.xml",
-    "openvino_model.bin",
-    "openvino_tokenizer.xml",
-    "openvino_tokenizer.bin",
-    "openvino_detokenizer.xml",
-    "openvino_detokenizer.bin",
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
 
 
 def _sentence(template: str, topic: str, rng: random.Random) -> str:
@@ -183,18 +169,13 @@ def vocabulary() -> dict[str, int]:
 def build_checkpoint(hf_dir: Path) -> Any:
     """Train the tokenizer and the model; save both to ``hf_dir``; return the model."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    raw = Tokenizer(models.WordPiece(vocabulary(), unk_token="[UNK]"))
-    raw.normalizer = normalizers.BertNormalizer(lowercase=True)
-    raw.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer = BertTokenizerFast(
-        tokenizer_object=raw, model_max_length=SHAPE["max_position_embeddings"]
-    )
+    raw = bert_wordpiece(vocabulary())
+    tokenizer = bert_tokenizer(raw, SHAPE["max_position_embeddings"])
     tokenizer.save_pretrained(str(hf_dir))
     config = BertConfig(vocab_size=raw.get_vocab_size(), num_labels=1, **SHAPE)
     model = BertForSequenceClassification(config)
@@ -284,26 +265,15 @@ def reference(model: Any, tokenizer: Any) -> dict[str, Any]:
     }
 
 
-def install(ov_dir: Path, out_dir: Path, ref: dict[str, Any]) -> None:
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    for name in SHIPPED_FILES:
-        if (ov_dir / name).exists():
-            shutil.copy2(ov_dir / name, out_dir / name)
-    (out_dir / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
-    total = sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
-    LOG.info("installed %s (%.2f MB)", out_dir.relative_to(REPO_ROOT), total / 1e6)
+def build_with_reference(hf_dir: Path) -> dict[str, str]:
+    """The trained checkpoint in ``hf_dir``; the reference scores to add beside it."""
+    ref = reference(*build_checkpoint(hf_dir))
+    return {"reference.json": json.dumps(ref, indent=1) + "\n"}
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    with tempfile.TemporaryDirectory(prefix="tiny-rerank-") as tmp:
-        hf_dir, ov_dir = Path(tmp) / "hf", Path(tmp) / "ov"
-        model, tokenizer = build_checkpoint(hf_dir)
-        ref = reference(model, tokenizer)
-        export_openvino(hf_dir, ov_dir, task="text-classification")
-        install(ov_dir, OUTPUT_DIR, ref)
+    export_encoder(build_with_reference, "text-classification", OUTPUT_DIR)
     return 0
 
 

@@ -35,33 +35,40 @@ def free_port() -> int:
 class ServerProcess:
     """``python -m engine.cli serve`` as a child process, its output kept in a file.
 
+    ``model`` None serves the default (the built-in demo model).
+
     Tokens stream one per delta (``SIDELIGHT_STREAM_INTERVAL_MS=0``) unless ``env`` says
     otherwise: the tiny model is so fast that the default interval would merge whole replies,
     and the stream-shape tests are about single tokens. Merging has its own tests. Prompt
     lookup (several tokens a step) is off for the same reason; test_speculation_e2e turns
-    it on.
+    it on. ``shipped_defaults`` drops these test settings (and the self-tune's): the server
+    runs as installed (test_shipped_defaults_e2e).
     """
 
     def __init__(
         self,
         home: Path,
-        model: Path,
+        model: Path | None,
         *extra: str,
         port: int | None = None,
         env: dict[str, str] | None = None,
+        shipped_defaults: bool = False,
     ) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / "serve-output.log"
         home.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
+        for_tests = {
             "SIDELIGHT_STREAM_INTERVAL_MS": "0",
             # Speculation yields several tokens per step: stream-shape tests want one.
             "SIDELIGHT_PROMPT_LOOKUP": "0",
             # Each test's home is fresh, so every server would self-tune for seconds first;
             # test_cli_serve turns it on where the self-tune is what is tested.
             "SIDELIGHT_CPU_SELF_TUNE": "false",
+        }
+        env = {
+            **os.environ,
+            **({} if shipped_defaults else for_tests),
             **(env or {}),
             "SIDELIGHT_HOME": str(home),
             "PYTHONUNBUFFERED": "1",
@@ -73,8 +80,7 @@ class ServerProcess:
                 "-m",
                 "engine.cli",
                 "serve",
-                "--model",
-                str(model),
+                *(("--model", str(model)) if model is not None else ()),
                 "--port",
                 str(self.port),
                 *extra,
@@ -86,6 +92,18 @@ class ServerProcess:
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_answering(self, timeout: float = 180.0) -> httpx.Response:
+        """The first /health answer, whatever it says (the model may still be loading)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.output()}")
+            try:
+                return httpx.get(f"{self.base_url}/health", timeout=2)
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise TimeoutError(f"server not answering after {timeout}s:\n{self.output()}")
 
     def wait_ready(self, timeout: float = 180.0) -> dict[str, object]:
         deadline = time.monotonic() + timeout
@@ -119,10 +137,14 @@ class ServerProcess:
 
 @contextmanager
 def running_server(
-    home: Path, model: Path, *extra: str, env: dict[str, str] | None = None
+    home: Path,
+    model: Path | None,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    shipped_defaults: bool = False,
 ) -> Iterator[ServerProcess]:
     """A ready server for a test module; on exit it must stop cleanly (exit code 0)."""
-    proc = ServerProcess(home, model, *extra, env=env)
+    proc = ServerProcess(home, model, *extra, env=env, shipped_defaults=shipped_defaults)
     try:
         proc.wait_ready()
         yield proc

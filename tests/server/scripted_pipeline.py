@@ -37,12 +37,14 @@ from engine.server.pipeline import (
 @dataclass
 class Script:
     """One reply: its events (ending in Done), or a refusal before it starts, or a failure
-    after its events; ``hang`` waits forever after them (a client must leave)."""
+    after its events; ``hang`` waits forever after them (a client must leave); ``delay``
+    seconds pass before each event (a slow model)."""
 
     events: list[PipelineEvent] = field(default_factory=list)
     refusal: APIError | None = None
     failure: APIError | None = None
     hang: bool = False
+    delay: float = 0.0
 
 
 def reply(
@@ -87,6 +89,8 @@ class ScriptedGeneration:
 
     async def _events(self) -> AsyncIterator[PipelineEvent]:
         for event in self._script.events:
+            if self._script.delay:
+                await asyncio.sleep(self._script.delay)
             yield event
         if self._script.failure is not None:
             raise self._script.failure
@@ -98,11 +102,15 @@ class ScriptedGeneration:
 
 
 class ScriptedPipeline:
-    """Answers each request with the next script (the last one repeats)."""
+    """Answers each request with the next script (the last one repeats); ``scripts`` may be
+    replaced between requests. Keeps every request and generation for the test."""
 
-    def __init__(self, *scripts: Script, model: str = "scripted-model") -> None:
+    def __init__(
+        self, *scripts: Script, model: str = "scripted-model", prompt_tokens: int = 7
+    ) -> None:
         self.scripts = list(scripts) or [reply("Hello!")]
         self.model = model
+        self.prompt_tokens = prompt_tokens
         self.requests: list[GenerateRequest] = []
         self.generations: list[ScriptedGeneration] = []
 
@@ -111,7 +119,7 @@ class ScriptedPipeline:
         script = self.scripts.pop(0) if len(self.scripts) > 1 else self.scripts[0]
         if script.refusal is not None:
             raise script.refusal
-        generation = ScriptedGeneration(Started(self.model, 7), script)
+        generation = ScriptedGeneration(Started(self.model, self.prompt_tokens), script)
         self.generations.append(generation)
         return generation
 

@@ -1,6 +1,7 @@
 """``/v1/messages`` over HTTP against a scripted pipeline: event streams, messages, errors.
 
-:class:`ScriptedPipeline` plays fixed reply events, so every event sequence Anthropic's
+:class:`~tests.server.scripted_pipeline.ScriptedPipeline` (standing in for the pipeline only in
+these unit tests) plays fixed reply events, so every event sequence Anthropic's
 clients read (text, thinking, tool use, each stop reason, a failure mid-stream) is checked
 exactly, on the wire and through the official ``anthropic`` SDK's stream accumulator. Real
 inference behind the same routes is in ``test_anthropic_e2e.py``.
@@ -8,7 +9,6 @@ inference behind the same routes is in ``test_anthropic_e2e.py``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -44,11 +44,10 @@ from engine.server.pipeline import (
     FinishReason,
     GenerateRequest,
     PipelineEvent,
-    Reply,
-    Started,
     Timings,
     Usage,
 )
+from tests.server.scripted_pipeline import Script, ScriptedPipeline
 
 MODEL = "demo"
 PROMPT_TOKENS = 12
@@ -69,68 +68,6 @@ def call_events(index: int, name: str, arguments: list[str]) -> list[PipelineEve
     ]
 
 
-class ScriptedGeneration:
-    """One scripted generation: its events, then an optional failure; records cancel()."""
-
-    def __init__(self, events: list[PipelineEvent], fail: APIError | None, delay: float) -> None:
-        self.started = Started(MODEL, PROMPT_TOKENS)
-        self._events = events
-        self._fail = fail
-        self._delay = delay
-        self.cancelled = False
-
-    async def _play(self) -> AsyncIterator[PipelineEvent]:
-        for event in self._events:
-            if self._delay:
-                await asyncio.sleep(self._delay)
-            yield event
-        if self._fail is not None:
-            raise self._fail
-
-    def __aiter__(self) -> AsyncIterator[PipelineEvent]:
-        return self._play()
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class ScriptedPipeline:
-    """Stands in for the request pipeline (``engine.server.pipeline.run.Pipeline``) ONLY in
-    these unit tests: it records each GenerateRequest and plays scripted reply events (or
-    refuses with a scripted APIError), so the Anthropic renderer can be checked exactly.
-    Real generation through the real pipeline is tested end to end."""
-
-    def __init__(self) -> None:
-        self.events: list[PipelineEvent] = [ContentDelta("Hi"), done()]
-        self.refuse: APIError | None = None  # raised by start/collect: nothing was sent
-        self.fail: APIError | None = None  # raised after the events
-        self.delay = 0.0
-        self.requests: list[GenerateRequest] = []
-        self.generations: list[ScriptedGeneration] = []
-
-    async def start(self, request: GenerateRequest) -> ScriptedGeneration:
-        self.requests.append(request)
-        if self.refuse is not None:
-            raise self.refuse
-        generation = ScriptedGeneration(self.events, self.fail, self.delay)
-        self.generations.append(generation)
-        return generation
-
-    async def collect(self, request: GenerateRequest) -> Reply:
-        generation = await self.start(request)
-        reply = Reply(started=generation.started, done=done())
-        async for event in generation:
-            if isinstance(event, ContentDelta):
-                reply.content += event.text
-            elif isinstance(event, ReasoningText):
-                reply.reasoning += event.text
-            elif isinstance(event, ToolCallEnd):
-                reply.calls.append(event.call)
-            elif isinstance(event, Done):
-                reply.done = event
-        return reply
-
-
 def build_app(pipeline: ScriptedPipeline, api_key: str | None = None) -> Starlette:
     middleware = [Middleware(BodyLimitMiddleware, max_bytes=64 * 1024)]
     if api_key:
@@ -148,7 +85,9 @@ def build_app(pipeline: ScriptedPipeline, api_key: str | None = None) -> Starlet
 
 @pytest.fixture
 def pipeline() -> ScriptedPipeline:
-    return ScriptedPipeline()
+    return ScriptedPipeline(
+        Script([ContentDelta("Hi"), done()]), model=MODEL, prompt_tokens=PROMPT_TOKENS
+    )
 
 
 @pytest.fixture
@@ -197,7 +136,7 @@ def without_pings(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, d
 async def test_text_stream_is_anthropics_exact_sequence(
     http: httpx.AsyncClient, pipeline: ScriptedPipeline
 ) -> None:
-    pipeline.events = [ContentDelta("Hel"), ContentDelta("lo!"), done(completion=3)]
+    pipeline.scripts = [Script([ContentDelta("Hel"), ContentDelta("lo!"), done(completion=3)])]
     events = await stream(http)
     names = [name for name, _ in events]
     assert names == [
@@ -235,12 +174,16 @@ async def test_text_stream_is_anthropics_exact_sequence(
 async def test_thinking_then_text_are_two_blocks(
     http: httpx.AsyncClient, pipeline: ScriptedPipeline
 ) -> None:
-    pipeline.events = [
-        ReasoningText("2 plus 2 "),
-        ReasoningText("is 4."),
-        ContentDelta("\n\n"),
-        ContentDelta("The answer is 4."),
-        done(),
+    pipeline.scripts = [
+        Script(
+            [
+                ReasoningText("2 plus 2 "),
+                ReasoningText("is 4."),
+                ContentDelta("\n\n"),
+                ContentDelta("The answer is 4."),
+                done(),
+            ]
+        )
     ]
     events = without_pings(await stream(http, thinking={"type": "enabled", "budget_tokens": 1024}))
     blocks = [(d["index"], d["content_block"]) for n, d in events if n == "content_block_start"]
@@ -262,7 +205,7 @@ async def test_thinking_then_text_are_two_blocks(
 async def test_omitted_thinking_keeps_the_block_without_its_text(
     http: httpx.AsyncClient, pipeline: ScriptedPipeline
 ) -> None:
-    pipeline.events = [ReasoningText("secret"), ContentDelta("Answer."), done()]
+    pipeline.scripts = [Script([ReasoningText("secret"), ContentDelta("Answer."), done()])]
     events = without_pings(await stream(http, thinking={"type": "adaptive", "display": "omitted"}))
     assert [(n, d.get("delta", d.get("content_block"))) for n, d in events[1:6]] == [
         ("content_block_start", {"type": "thinking", "thinking": "", "signature": ""}),
@@ -276,11 +219,15 @@ async def test_omitted_thinking_keeps_the_block_without_its_text(
 async def test_tool_use_streams_its_input_as_json_deltas(
     http: httpx.AsyncClient, pipeline: ScriptedPipeline
 ) -> None:
-    pipeline.events = [
-        ContentDelta("\n"),  # whitespace before a call opens no text block
-        *call_events(0, "get_weather", ['{"city": ', '"Paris"}']),
-        *call_events(1, "get_time", ["{}"]),
-        done("tool_calls", completion=20),
+    pipeline.scripts = [
+        Script(
+            [
+                ContentDelta("\n"),  # whitespace before a call opens no text block
+                *call_events(0, "get_weather", ['{"city": ', '"Paris"}']),
+                *call_events(1, "get_time", ["{}"]),
+                done("tool_calls", completion=20),
+            ]
+        )
     ]
     events = without_pings(await stream(http))
     assert [n for n, _ in events] == [
@@ -328,7 +275,7 @@ async def test_stop_reasons(
     reason: str,
     sequence: str | None,
 ) -> None:
-    pipeline.events = [ContentDelta("x"), final]
+    pipeline.scripts = [Script([ContentDelta("x"), final])]
     events = await stream(http, max_tokens=max_tokens)
     delta = next(d for n, d in events if n == "message_delta")
     assert delta["delta"] == {"stop_reason": reason, "stop_sequence": sequence}
@@ -339,8 +286,8 @@ async def test_stop_reasons(
 async def test_a_failure_mid_stream_is_an_error_event(
     http: httpx.AsyncClient, pipeline: ScriptedPipeline
 ) -> None:
-    pipeline.events = [ContentDelta("Hel")]
-    pipeline.fail = APIError(503, "the engine restarted", code="engine_error")
+    failure = APIError(503, "the engine restarted", code="engine_error")
+    pipeline.scripts = [Script([ContentDelta("Hel")], failure=failure)]
     events = await stream(http)
     assert [n for n, _ in events][-2:] == ["content_block_delta", "error"]
     assert events[-1][1] == {
@@ -351,8 +298,7 @@ async def test_a_failure_mid_stream_is_an_error_event(
 
 
 async def test_pings_keep_a_slow_stream_alive(pipeline: ScriptedPipeline) -> None:
-    pipeline.events = [ContentDelta("slow"), done()]
-    pipeline.delay = 0.25
+    pipeline.scripts = [Script([ContentDelta("slow"), done()], delay=0.25)]
     generation = await pipeline.start(GenerateRequest(model=MODEL, dialect="anthropic"))
     chunks = [c async for c in render.stream_events(generation, "msg_1", 10, ping_seconds=0.05)]
     names = [name for name, _ in parse_sse("".join(chunks))]
@@ -365,11 +311,15 @@ async def test_pings_keep_a_slow_stream_alive(pipeline: ScriptedPipeline) -> Non
 
 
 async def test_whole_message(http: httpx.AsyncClient, pipeline: ScriptedPipeline) -> None:
-    pipeline.events = [
-        ReasoningText("Think."),
-        ContentDelta("Calling."),
-        *call_events(0, "get_weather", ['{"city": "Paris"}']),
-        done("tool_calls", completion=9),
+    pipeline.scripts = [
+        Script(
+            [
+                ReasoningText("Think."),
+                ContentDelta("Calling."),
+                *call_events(0, "get_weather", ['{"city": "Paris"}']),
+                done("tool_calls", completion=9),
+            ]
+        )
     ]
     response = await http.post("/v1/messages", json=HELLO)
     assert response.status_code == 200
@@ -404,11 +354,15 @@ async def test_sdk_reads_the_stream_and_the_message(
     sdk: anthropic.AsyncAnthropic, pipeline: ScriptedPipeline
 ) -> None:
     """The official SDK's accumulator builds the same message from the stream."""
-    pipeline.events = [
-        ReasoningText("Hmm."),
-        ContentDelta("Weather:"),
-        *call_events(0, "get_weather", ['{"ci', 'ty": "Paris"}']),
-        done("tool_calls", completion=7),
+    pipeline.scripts = [
+        Script(
+            [
+                ReasoningText("Hmm."),
+                ContentDelta("Weather:"),
+                *call_events(0, "get_weather", ['{"ci', 'ty": "Paris"}']),
+                done("tool_calls", completion=7),
+            ]
+        )
     ]
     request: dict[str, Any] = {**HELLO, "thinking": {"type": "enabled", "budget_tokens": 1024}}
     async with sdk.messages.stream(**request) as events:
@@ -543,7 +497,7 @@ async def test_pipeline_refusals_keep_their_status(
     kind: str,
     streamed: bool,
 ) -> None:
-    pipeline.refuse = refusal
+    pipeline.scripts = [Script(refusal=refusal)]
     response = await http.post("/v1/messages", json={**HELLO, "stream": streamed})
     assert response.status_code == refusal.status
     assert response.json() == {"type": "error", "error": {"type": kind, "message": refusal.message}}

@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import dialogue
 from tests.server.harness import ServerProcess, free_port, running_server
 
 pytestmark = pytest.mark.slow
@@ -196,3 +198,45 @@ def test_first_serve_self_tunes_caches_and_explicit_settings_win(
     assert props["INFERENCE_NUM_THREADS"] == 1 and props["KV_CACHE_PRECISION"] == "u8"
     again = json.loads((cache / "cpu-tune.json").read_text())
     assert [e["tuned_at"] for e in again.values()] == [tuned_at]  # cached, not re-tuned
+
+
+def test_a_request_during_the_first_start_self_tune_waits_never_404(
+    sidelight_home: Path, dialogues: dict[str, Any]
+) -> None:
+    """``sidelight serve`` on a fresh home tunes the CPU before it loads the default model
+    (real tune, real demo model): a chat request sent as soon as the server answers, while
+    the tune runs, must wait for the load or be told to retry (503 model_loading), never
+    get 404. The default model is known from the first /health on."""
+    chat = dialogue(dialogues, "hello")
+    proc = ServerProcess(sidelight_home, None, env={"SIDELIGHT_CPU_SELF_TUNE": "true"})
+    try:
+        first = proc.wait_answering()
+        assert first.json()["model"] == "sidelight-demo", first.text
+        body = {"model": "sidelight-demo", "messages": chat["messages"], "max_tokens": 200}
+        url = f"{proc.base_url}/v1/chat/completions"
+        response = httpx.post(url, json=body, timeout=120)
+        for _ in range(60):  # bounded: each 503 says how long to wait
+            if response.status_code != 503:
+                break
+            assert response.json()["error"]["code"] == "model_loading", response.text
+            time.sleep(int(response.headers["Retry-After"]))
+            response = httpx.post(url, json=body, timeout=120)
+        assert response.status_code == 200, response.text
+        assert response.json()["choices"][0]["message"]["content"] == chat["reply"]
+        assert "CPU self-tune on " in proc.output()  # it tuned (no cached choice)
+    finally:
+        assert proc.stop() == 0, proc.output()
+
+
+def test_stopping_during_the_first_start_self_tune_exits_cleanly(sidelight_home: Path) -> None:
+    """SIGTERM as soon as a fresh server answers (real self-tune running): it exits 0 once
+    the tune's measurement ends, instead of waiting for a load that never comes or aborting
+    while the tune's thread is inside OpenVINO."""
+    proc = ServerProcess(sidelight_home, None, env={"SIDELIGHT_CPU_SELF_TUNE": "true"})
+    try:
+        proc.wait_answering()
+        proc.process.send_signal(signal.SIGTERM)
+        assert proc.process.wait(120) == 0, proc.output()
+    finally:
+        proc.stop()
+    assert "terminate called" not in proc.output() and "Traceback" not in proc.output()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,11 @@ from engine.store.errors import Cancelled, HubError
 from engine.store.progress import Progress
 from engine.store.search import UNREACHABLE, HubModel, search_hub, size_result
 from tests.conftest import TINY_GGUF
-from tests.store.hub_server import HubConfig, HubServer
-from tests.store.search_fixtures import GGUF_REPO, OTHER, POPULAR_OV, Q4, QUIET_OV, add_search_repos
+from tests.store.hub_server import HubServer
+from tests.store.search_fixtures import GGUF_REPO, OTHER, POPULAR_OV, Q4, QUIET_OV
 
 LAPTOP = MachineInfo(total_memory=16 * GB, device_kinds=frozenset({"CPU", "GPU"}))
 TINY_MACHINE = MachineInfo(total_memory=1 * GB, device_kinds=frozenset({"CPU"}))
-
-
-@pytest.fixture
-def search_hub_server(tmp_path: Path) -> Iterator[HubServer]:
-    root = tmp_path / "hub"
-    add_search_repos(root)
-    with HubServer(HubConfig(root=root)) as server:
-        yield server
 
 
 def test_search_finds_both_kinds_most_downloaded_first(search_hub_server: HubServer) -> None:
