@@ -222,10 +222,10 @@ class ChatWindow(RefusedMessages, QWidget):
             f"({_keys(SETTINGS_KEYS)})"
         )
         self.settings_button.clicked.connect(self.settings_action.trigger)
-        self.menu_button = QToolButton()
-        self.menu_button.setText("More")
+        # A push button, not a tool button: a tool button's instant-popup arrow sits in its
+        # corner over the text, while a push button reserves room for it beside the label.
+        self.menu_button = QPushButton("More")
         self.menu_button.setToolTip("More: copy the last reply, settings, models, quit")
-        self.menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.menu_button.setMenu(self._build_menu())
         top = QHBoxLayout()
         top.addWidget(self.chats_button)
