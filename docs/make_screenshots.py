@@ -12,13 +12,15 @@ serving the search fixture repos). The screen is a 1366x768 laptop at 125 % unle
 otherwise (``QT_SCALE_FACTOR``). Pictures are taken with ImageMagick's
 ``import -window root`` and cropped to the interesting part.
 
-Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick libxcb-icccm4
-libxcb-keysyms1 libxcb-cursor0 fonts-dejavu-core.
+Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick fonts-dejavu-core and the
+libraries Qt's X11 plugin loads; run as root on Debian/Ubuntu, it installs whatever is missing
+itself with apt-get (through ``packaging/dev.py``, as the smoke test does for Xvfb).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import shutil
@@ -42,7 +44,17 @@ DEFAULT_PORT = 11680
 SCREEN = [1366, 768]  # physical pixels; --screen changes it
 SCALE = [1.25]  # QT_SCALE_FACTOR; Qt's geometry is in logical pixels
 BACKGROUND = "#4a5568"
-TOOLS = ("Xvfb", "openbox", "trayer", "xdotool", "import", "display")
+# Each tool and the Debian package that has it; the font makes the pictures the same
+# everywhere (Qt falls back to whatever fontconfig has, or draws no text at all).
+TOOLS = {
+    "Xvfb": "xvfb",
+    "openbox": "openbox",
+    "trayer": "trayer",
+    "xdotool": "xdotool",
+    "import": "imagemagick",
+    "display": "imagemagick",
+}
+FONT_PACKAGE = "fonts-dejavu-core"
 
 logger = logging.getLogger("screenshots")
 
@@ -280,6 +292,42 @@ def run_app(out: Path) -> int:
     return 1 if tour.failures else 0
 
 
+def _has_dejavu() -> bool:
+    """Whether fontconfig knows DejaVu Sans (no fc-list: assume the font is there)."""
+    if shutil.which("fc-list") is None:
+        return True
+    listed = subprocess.run(
+        ["fc-list", "DejaVu Sans"], capture_output=True, text=True, check=False
+    ).stdout
+    return bool(listed.strip())
+
+
+def ensure_tools() -> list[str]:
+    """Install the missing tools, font and Qt libraries with apt-get (as root).
+
+    Returns the Debian packages still missing (not root, or no apt-get): the caller says
+    what to install by hand.
+    """
+    # packaging/dev.py is a script, not a package: load it by path (it needs only the
+    # standard library, so this works before any environment exists).
+    spec = importlib.util.spec_from_file_location("_sidelight_dev", ROOT / "packaging" / "dev.py")
+    if spec is None or spec.loader is None:
+        raise RuntimeError("cannot read packaging/dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+
+    def say(message: str) -> None:
+        logger.info("%s", message)
+
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+    if not _has_dejavu():
+        missing.append(FONT_PACKAGE)
+    if missing and dev.apt_install(missing, say):
+        missing = []
+    still: list[str] = dev.ensure_qt_libs(say)
+    return missing + still
+
+
 def _free_display() -> str:
     for number in range(57, 99):
         if not Path(f"/tmp/.X11-unix/X{number}").exists():  # noqa: S108 - X's socket path
@@ -343,9 +391,11 @@ def main() -> int:
         sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
         return run_app(args.out.resolve())
 
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = ensure_tools()
     if missing:
-        logger.error("missing tools: %s (see this script's docstring)", ", ".join(missing))
+        logger.error(
+            "missing: %s (apt-get install -y %s, as root)", ", ".join(missing), " ".join(missing)
+        )
         return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIDELIGHT_")}
     env["DISPLAY"] = _free_display()
