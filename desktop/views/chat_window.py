@@ -163,10 +163,16 @@ class ChatWindow(RefusedMessages, QWidget):
 
         controller.models_changed.connect(self._sync_models)
         controller.status_changed.connect(self._sync_models)
+        controller.chore_changed.connect(self._sync_chore)
+        self._sync_chore()
         self._sync_models()
         self._sync_history()
         self._sync_title()
         self._render()
+
+    def _sync_chore(self) -> None:
+        """Moving models or tuning for the CPU: said in the status strip while it runs."""
+        self.status_strip.set_chore(self.controller.chore)
 
     # ---- layout ------------------------------------------------------------------------
 

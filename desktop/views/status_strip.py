@@ -85,6 +85,10 @@ class StatusStrip(QWidget):
         self.rate_label = QLabel()
         self.ttft_label = QLabel()
         self.speculation_label = QLabel()
+        # What the app does in the background at start (moving models, tuning for the CPU).
+        # It takes the room left and never widens the window (the whole text in its tooltip).
+        self.chore_label = QLabel()
+        self.chore_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.sparkline = Sparkline()
         self.sparkline.series = [
             (self.memory_history, MEMORY_COLOUR),
@@ -100,7 +104,7 @@ class StatusStrip(QWidget):
         ):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             layout.addWidget(label)
-        layout.addStretch(1)
+        layout.addWidget(self.chore_label, 1)
         layout.addWidget(self.sparkline)
 
         self._timer = QTimer(self)
@@ -140,6 +144,11 @@ class StatusStrip(QWidget):
         self.speculation = speculation
         self.accepted_share = accepted_tokens / tokens if speculation != "off" and tokens else None
         self._render()
+
+    def set_chore(self, text: str | None) -> None:
+        """Show (``None``: clear) what the app is doing in the background."""
+        self.chore_label.setText(text or "")
+        self.chore_label.setToolTip(text or "")
 
     def reset_reply(self) -> None:
         """Forget the last reply's figures (a new or another chat has none yet)."""

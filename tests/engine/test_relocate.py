@@ -79,7 +79,7 @@ def test_interrupted_copy_loses_nothing_and_resumes(
     monkeypatch.setattr(
         relocate.shutil,
         "copytree",
-        lambda src, dst: real_copytree(src, dst, copy_function=crashing_copy),
+        lambda src, dst, **kw: real_copytree(src, dst, copy_function=crashing_copy),
     )
     with pytest.raises(OSError):
         relocate_store(old, new)
