@@ -159,7 +159,10 @@ def test_a_new_key_on_the_same_port_restarts_the_server_there(
 def test_the_api_key_can_be_shown_and_copied(desktop: DesktopApp) -> None:
     dialog = open_settings(desktop)
     assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Password
+    assert dialog.api_key.text() == ""  # no key yet: nothing to show or copy
+    assert not dialog.copy_key.isEnabled() and not dialog.show_key.isEnabled()
     dialog.generate_key.click()
+    assert dialog.copy_key.isEnabled() and dialog.show_key.isEnabled()
     key = dialog.api_key.text()
     assert len(key) >= 24
     assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Normal  # a new key is shown
