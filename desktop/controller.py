@@ -255,15 +255,17 @@ class Controller(QObject):
         except Exception as exc:  # not an OSError: a bug, but the app goes on
             logger.exception("moving the models failed")
             error = OSError(str(exc))
+        text = None
+        if error is not None:
+            reason = error.strerror or str(error)  # "No space left on device", not "[Errno 28]…"
+            text = (
+                f"Some models are still in {self.settings.paths.legacy_models_dir}: {reason}. "
+                "Sidelight tries again at the next start."
+            )
         self.moving = None
         self._set_chore(None)
         self.refresh_models()
-        text = None
-        if error is not None:
-            text = (
-                f"Some models are still in {self.settings.paths.legacy_models_dir}: {error}. "
-                "Sidelight tries again at the next start."
-            )
+        if text is not None:
             self.notify.emit("Models not moved", text, True)
         self.move_finished.emit(text)
         if self._load_after_move:

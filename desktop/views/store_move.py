@@ -11,7 +11,15 @@ Threading: GUI thread only.
 from __future__ import annotations
 
 from PySide6.QtCore import QSize
-from PySide6.QtWidgets import QDialog, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from desktop.controller import Controller, move_text
 from desktop.views.screen import fit_to_screen
@@ -26,6 +34,7 @@ class MoveDialog(QDialog):
     def __init__(self, controller: Controller, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
+        self.last_progress: MoveProgress | None = None
         self.setWindowTitle("Sidelight — moving models")
         old = controller.settings.paths.legacy_models_dir
         self.intro = QLabel(
@@ -53,7 +62,10 @@ class MoveDialog(QDialog):
         layout.addWidget(self.progress_label)
         layout.addWidget(self.bar)
         layout.addWidget(self.error_label)
-        layout.addWidget(self.pause_button)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.pause_button)
+        layout.addLayout(buttons)
         controller.move_progress.connect(self.show_progress)
         controller.move_finished.connect(self.finished_moving)
         if controller.moving is not None:
@@ -61,6 +73,7 @@ class MoveDialog(QDialog):
         fit_to_screen(self, QSize(520, 200))
 
     def show_progress(self, progress: MoveProgress) -> None:
+        self.last_progress = progress
         self.progress_label.setText(move_text(progress))
         total = progress.bytes_total
         self.bar.setValue(round(_BAR_STEPS * progress.bytes_done / total) if total else 0)
@@ -72,6 +85,9 @@ class MoveDialog(QDialog):
             return
         self.error_label.setText(error)
         self.error_label.show()
+        moved = self.last_progress
+        if moved is not None:
+            self.progress_label.setText(f"Moved {moved.models_done} of {moved.models_total}.")
         self.bar.hide()
         self.pause_button.setText("Close")
         self.pause_button.setToolTip("")
