@@ -135,7 +135,7 @@ def test_reports_each_chunk_and_a_cancel_mid_copy_keeps_the_model_whole(tmp_path
         assert relocate_store(old, new, report=seen.append) == 2  # the next start resumes
         assert (new / "a" / "weights.bin").stat().st_size == 20 << 20
         assert not (old / "a").exists() and not (old / "b").exists()
-        assert [p.models_done for p in seen][0] == 0 and seen[-1].models_done == 2
+        assert seen[0].models_done == 0 and seen[-1].models_done == 2
         chunks = [p.bytes_done for p in seen if p.models_done == 0]
         assert len(chunks) >= 4 and chunks == sorted(chunks)  # start, then chunk by chunk
     finally:
