@@ -199,8 +199,10 @@ class Controller(QObject):
     def _load_last(self) -> None:
         wanted = self.state.last_model
         known = {m.id for m in self._models}
-        if wanted and wanted not in known and self.moving is not None:
-            self._load_after_move = True  # it may still be in the old place: load once moved
+        old = self.settings.paths.legacy_models_dir
+        still_old = old is not None and bool(wanted) and (old / str(wanted)).is_dir()
+        if wanted not in known and self.moving is not None and still_old:
+            self._load_after_move = True  # load it as soon as it has moved
             logger.info("loading %s once it has moved to the data folder", wanted)
             return
         self._load_after_move = False
