@@ -161,6 +161,7 @@ class Controller(QObject):
         self._tune_started = False
         self._tuning = False
         self._busy_while_tuning = False
+        self._quitting = False
         self._remove_listener = self.engine.add_listener(self._on_engine_status)
         self._activity_timer = QTimer(self)
         self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
@@ -187,6 +188,7 @@ class Controller(QObject):
         """Stop the server and (if it is ours) the engine; blocks for a few seconds at most."""
         self._activity_timer.stop()
         self._move_cancel.set()  # the move stops between chunks; the next start resumes
+        self._quitting = True  # a running self-tune stops after its current measurement
         self._remove_listener()
         with self._server_lock:
             if self._runner is not None:
@@ -295,6 +297,8 @@ class Controller(QObject):
 
         def measure_quietly(measure: cpu_tune.Measure) -> cpu_tune.Measure:
             def measured(candidate: dict[str, object]) -> float:
+                if self._quitting:
+                    raise TuneDisturbed("the app is quitting")
                 if self._busy_while_tuning:
                     raise TuneDisturbed("a reply ran while the self-tune measured")
                 speed = measure(candidate)
