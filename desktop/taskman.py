@@ -45,7 +45,6 @@ class TaskManager(QObject):
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
-        self._closed = False
         # Queued explicitly: the signal is emitted from worker threads and the slot must run
         # on the thread this object lives on (the GUI thread).
         self._closures_pending.connect(self._run_closures, Qt.ConnectionType.QueuedConnection)
@@ -64,15 +63,8 @@ class TaskManager(QObject):
         return future
 
     def run_on_main(self, closure: Closure) -> None:
-        """Call ``closure`` on the GUI thread soon (safe from any thread).
-
-        After :meth:`shutdown` closures are dropped (logged): the GUI they would update is
-        gone, e.g. a background job that ends while the app quits.
-        """
+        """Call ``closure`` on the GUI thread soon (safe from any thread)."""
         with self._lock:
-            if self._closed:
-                logger.debug("the app is shutting down: dropped a GUI-thread callback")
-                return
             first = not self._closures
             self._closures.append(closure)
         if first:  # one queued signal drains everything that piles up meanwhile
@@ -105,8 +97,6 @@ class TaskManager(QObject):
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the loop thread and the pool (pending background work is dropped)."""
-        with self._lock:
-            self._closed = True
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._loop_thread is not None:
