@@ -30,6 +30,7 @@ from desktop.views.chat_window import ChatWindow
 from desktop.views.model_manager import ModelManager
 from desktop.views.requests_window import RequestsWindow
 from desktop.views.settings_dialog import SettingsDialog
+from desktop.views.store_move import MoveDialog
 from desktop.views.welcome import WelcomeDialog
 from engine.client import EngineClient
 from engine.devices import DeviceInfo
@@ -77,6 +78,7 @@ class DesktopApp(QObject):
         self._requests: RequestsWindow | None = None
         self._settings: SettingsDialog | None = None
         self._welcome_dialog: WelcomeDialog | None = None
+        self._move_dialog: MoveDialog | None = None
         self._welcome_due = False
         self._recommended: CatalogEntry | None = None
         menu = self.tray.menu
@@ -89,6 +91,9 @@ class DesktopApp(QObject):
 
     def start(self) -> None:
         self.controller.start()
+        if self.controller.moving is not None:  # an old store moves: show how far it got
+            self._move_dialog = MoveDialog(self.controller)
+            _present(self._move_dialog)
         if QSystemTrayIcon.isSystemTrayAvailable():
             self.tray.show()
         else:

@@ -2,7 +2,19 @@
 
 Views observe it through signals and call its methods; it never touches a widget. Engine
 status arrives on the engine's reader thread and is re-emitted on the GUI thread; the server
-start, device discovery and model specs run on the task manager's pool.
+start, device discovery, model specs, moving an old store and the CPU self-tune run on the
+task manager's pool.
+
+Start-up chores (:attr:`Controller.chore` says which, for the tray and the chat):
+
+* A store left in the old place (the cache folder) moves to the data folder in the
+  background (:mod:`engine.store.relocate`, atomic per model); the last model loads as soon
+  as it has moved. Quitting stops the move between chunks; the next start resumes it.
+* The CPU self-tune (:mod:`engine.cpu_tune`) runs once per CPU and OpenVINO version, after
+  the first model is ready: the chat is usable at once with OpenVINO's defaults, and the
+  tuned properties apply from the next model load. Tuning first would keep a new user
+  waiting before their first reply for a gain they only notice on real models, which they
+  load later anyway; tuning while a model loads would skew the measurement.
 
 Threading: create and call on the GUI thread; its signals are emitted on the GUI thread.
 """
@@ -21,6 +33,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
+from engine import cpu_tune
 from engine.client import ERROR, LOADING, READY, EngineClient, EngineStatus
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
@@ -31,13 +44,28 @@ from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
-from engine.store.relocate import relocate_at_start
+from engine.store.relocate import MoveProgress, pending_move, relocate_at_start
 
 logger = logging.getLogger(__name__)
 
 # A load that takes longer than this ends with a notification (the person may have looked away).
 LONG_LOAD_SECONDS = 5.0
 _ACTIVITY_POLL_MS = 300
+TUNING_TEXT = "Tuning for this CPU… (first start only, a few seconds)"
+
+
+def move_text(progress: MoveProgress) -> str:
+    """``Moving models… 2 of 5, 3.4 of 12.0 GB``: what the tray and the chat say."""
+    gb = 1 << 30
+    return (
+        f"Moving models to the data folder… {progress.models_done} of "
+        f"{progress.models_total}, {progress.bytes_done / gb:.1f} of "
+        f"{progress.bytes_total / gb:.1f} GB"
+    )
+
+
+class TuneDisturbed(Exception):
+    """A reply ran while the self-tune measured: its figures would mislead; tune next start."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +113,9 @@ class Controller(QObject):
     models_changed = Signal()
     activity_changed = Signal(bool)  # True while any reply (chat or HTTP) is generating
     notify = Signal(str, str, bool)  # title, message, is_error
+    chore_changed = Signal()  # the start-up chore (moving models, tuning) began/moved/ended
+    move_progress = Signal(object)  # MoveProgress, while an old store moves
+    move_finished = Signal(object)  # None, or the error text when the move stopped on one
 
     def __init__(
         self,
@@ -106,8 +137,6 @@ class Controller(QObject):
         self.tasks = tasks
         self._owns_engine = engine is None
         self.engine = engine or EngineClient(settings)
-        # Models moved from the cache to the data folder (logged; the next start resumes).
-        relocate_at_start(settings.paths)
         self.store = ModelStore.from_settings(settings)
         # Metrics and the request log: the chat's and every server's requests, kept across
         # server restarts (the Requests window reads it).
@@ -124,6 +153,15 @@ class Controller(QObject):
         self._server_lock = threading.Lock()
         self._load_started: float | None = None
         self._active = False
+        # Start-up chores: moving an old store (start()) and the CPU self-tune (first ready).
+        self.chore: str | None = None
+        self.moving: MoveProgress | None = None
+        self._move_cancel = threading.Event()
+        self._load_after_move = False
+        self._tune_started = False
+        self._tuning = False
+        self._busy_while_tuning = False
+        self._quitting = False
         self._remove_listener = self.engine.add_listener(self._on_engine_status)
         self._activity_timer = QTimer(self)
         self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
@@ -139,6 +177,8 @@ class Controller(QObject):
         if self.devices is None:
             self.tasks.run_in_background(discover_devices, self._on_devices)
         self.start_server()
+        if pending_move(self.settings.paths):
+            self._start_move()
         if self._owns_engine:
             self.tasks.run_in_background(self.engine.start, lambda f: self._load_last())
         else:
@@ -147,6 +187,8 @@ class Controller(QObject):
     def shutdown(self) -> None:
         """Stop the server and (if it is ours) the engine; blocks for a few seconds at most."""
         self._activity_timer.stop()
+        self._move_cancel.set()  # the move stops between chunks; the next start resumes
+        self._quitting = True  # a running self-tune stops after its current measurement
         self._remove_listener()
         with self._server_lock:
             if self._runner is not None:
@@ -159,6 +201,13 @@ class Controller(QObject):
     def _load_last(self) -> None:
         wanted = self.state.last_model
         known = {m.id for m in self._models}
+        old = self.settings.paths.legacy_models_dir
+        still_old = old is not None and bool(wanted) and (old / str(wanted)).is_dir()
+        if wanted not in known and self.moving is not None and still_old:
+            self._load_after_move = True  # load it as soon as it has moved
+            logger.info("loading %s once it has moved to the data folder", wanted)
+            return
+        self._load_after_move = False
         if wanted not in known:
             if wanted:
                 logger.warning("the last model %s is gone; loading the demo model", wanted)
@@ -170,6 +219,121 @@ class Controller(QObject):
             self._apply_status(status)  # an engine handed over ready: nothing to load
             return
         self.select_model(wanted, device)
+
+    # ---- start-up chores: moving an old store, the CPU self-tune -----------------------
+
+    def _set_chore(self, text: str | None) -> None:
+        if text != self.chore:
+            self.chore = text
+            self.chore_changed.emit()
+
+    def _start_move(self) -> None:
+        """Move the old store to the data folder off the GUI thread, reporting progress."""
+        paths, cancel, tasks = self.settings.paths, self._move_cancel, self.tasks
+        self.moving = MoveProgress(0, 0, 0, 0)
+        self._set_chore("Moving models to the data folder…")
+
+        def report(progress: MoveProgress) -> None:  # the move's thread
+            tasks.run_on_main(lambda: self._on_move_progress(progress))
+
+        def move() -> OSError | None:
+            return relocate_at_start(paths, report=report, cancel=cancel)
+
+        self.tasks.run_in_background(move, self._on_move_done)
+
+    def _on_move_progress(self, progress: MoveProgress) -> None:
+        if self.moving is None:
+            return  # a late report after the move ended
+        models_moved = progress.models_done != self.moving.models_done
+        self.moving = progress
+        self._set_chore(move_text(progress))
+        self.move_progress.emit(progress)
+        if models_moved:
+            self.refresh_models()  # each moved model is usable at once
+            if self._load_after_move and self.state.last_model in {m.id for m in self._models}:
+                self._load_last()
+
+    def _on_move_done(self, future: Future[OSError | None]) -> None:
+        try:
+            error = future.result()
+        except Exception as exc:  # not an OSError: a bug, but the app goes on
+            logger.exception("moving the models failed")
+            error = OSError(str(exc))
+        text = None
+        if error is not None:
+            reason = error.strerror or str(error)  # "No space left on device", not "[Errno 28]…"
+            text = (
+                f"Some models are still in {self.settings.paths.legacy_models_dir}: {reason}. "
+                "Sidelight tries again at the next start."
+            )
+        self.moving = None
+        self._set_chore(None)
+        self.refresh_models()
+        if text is not None:
+            self.notify.emit("Models not moved", text, True)
+        self.move_finished.emit(text)
+        if self._load_after_move:
+            self._load_last()
+
+    def cancel_move(self) -> None:
+        """Stop moving the old store (between chunks); the next start resumes."""
+        self._move_cancel.set()
+
+    def _maybe_tune(self, status: EngineStatus) -> None:
+        """Start the CPU self-tune once, after the first CPU model is ready, unless cached."""
+        cpu = self.settings.cpu
+        on_cpu = (status.device or "").upper().startswith("CPU")
+        if self._tune_started or not cpu.self_tune or not on_cpu:
+            return
+        self._tune_started = True
+        # Set here, read by the tune's thread (plain bools): a reply seen by the activity
+        # poll while tuning makes the tune give up rather than cache skewed figures.
+        self._tuning, self._busy_while_tuning = True, self._active
+        cache_dir, tasks = self.settings.paths.cache_dir, self.tasks
+
+        def started() -> None:
+            if self._tuning:
+                self._set_chore(TUNING_TEXT)
+
+        def measure_quietly(measure: cpu_tune.Measure) -> cpu_tune.Measure:
+            def measured(candidate: dict[str, object]) -> float:
+                if self._quitting:
+                    raise TuneDisturbed("the app is quitting")
+                if self._busy_while_tuning:
+                    raise TuneDisturbed("a reply ran while the self-tune measured")
+                speed = measure(candidate)
+                if self._busy_while_tuning:
+                    raise TuneDisturbed("a reply ran while the self-tune measured")
+                return speed
+
+            return measured
+
+        def tune() -> cpu_tune.TuneResult | None:  # a pool thread: no widgets
+            key = cpu_tune.machine_key()
+            if cpu_tune.cached_choice(cache_dir, key) is not None:
+                return None
+            tasks.run_on_main(started)
+            measure = cpu_tune.measure_decode(demo_model_path(), cpu.properties())
+            return cpu_tune.self_tune(cpu, measure_quietly(measure), cache_dir, key=key)
+
+        self.tasks.run_in_background(tune, self._on_tuned)
+
+    def _on_tuned(self, future: Future[cpu_tune.TuneResult | None]) -> None:
+        self._tuning = False
+        self._set_chore(None)
+        try:
+            result = future.result()
+        except TuneDisturbed as exc:
+            logger.info("CPU self-tune skipped (%s); it runs again at the next start", exc)
+            return
+        except Exception:  # a failed tune leaves OpenVINO's defaults, never the app down
+            logger.exception("CPU self-tune failed; keeping the configured CPU properties")
+            return
+        if result is not None:
+            logger.info(
+                "CPU tuned: %s; it applies from the next model load",
+                result.properties or "OpenVINO's defaults",
+            )
 
     # ---- the HTTP server ---------------------------------------------------------------
 
@@ -399,11 +563,15 @@ class Controller(QObject):
             self.notify.emit("Sidelight engine error", status.message or "unknown error", True)
         elif status.state == LOADING and self._load_started is None:
             self._load_started = time.monotonic()
+        if status.state == READY:
+            self._maybe_tune(status)  # once; also for an engine handed over ready
         self.status_changed.emit(status)
 
     def _poll_activity(self) -> None:
         # The engine reports state changes, not request starts: poll its cheap counter.
         active = self.engine.status().active_requests > 0
+        if active and self._tuning:
+            self._busy_while_tuning = True
         if active != self._active:
             self._active = active
             self.activity_changed.emit(active)

@@ -66,6 +66,8 @@ class TrayMenu(QMenu):
         self.clear()
         state = self.addAction(status_text(self.controller))
         state.setEnabled(False)
+        if self.controller.chore:  # moving models, tuning for the CPU
+            self.addAction(_shorten(self.controller.chore)).setEnabled(False)
         url = self.controller.api_base_url
         if url:
             copy = self.addAction(f"Copy API URL  {url}")
@@ -154,6 +156,7 @@ class TrayIcon(QSystemTrayIcon):
         controller.status_changed.connect(self.refresh)
         controller.activity_changed.connect(self.refresh)
         controller.server_changed.connect(self.refresh)
+        controller.chore_changed.connect(self.refresh)
         controller.notify.connect(self.show_notification)
         self.refresh()
 
@@ -166,7 +169,8 @@ class TrayIcon(QSystemTrayIcon):
             self.icon_name = name
             self.setIcon(icon(name))
         url = controller.api_base_url or controller.server_error or "starting"
-        self.setToolTip(f"Sidelight — {status_text(controller)}\n{url}")
+        chore = f"\n{controller.chore}" if controller.chore else ""
+        self.setToolTip(f"Sidelight — {status_text(controller)}{chore}\n{url}")
 
     def show_notification(self, title: str, message: str, is_error: bool) -> None:
         if not (self.isVisible() and self.supportsMessages()):

@@ -1,24 +1,30 @@
 """Take the README's screenshots of the real tray app on a private X display.
 
     python docs/make_screenshots.py [--out docs/screenshots] [--scale 1.25] [--screen 1366x768]
+    python docs/make_screenshots.py --scale 2 --screen 2732x1536   # the -2x pictures
 
 Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
-engine on the demo model, in a fresh Sidelight home. It right-clicks the tray icon with
-xdotool and grabs the open menu, sends two messages in the chat window and grabs it while the
-second reply streams, asks the demo model its thinking question and opens the thinking with a
-click, then opens the model manager; then switches to the dark theme and takes the thinking
-reply and the model manager's hub search again (the hub is the local stand-in of the tests,
-serving the search fixture repos). The screen is a 1366x768 laptop at 125 % unless told
-otherwise (``QT_SCALE_FACTOR``). Pictures are taken with ImageMagick's
+engine on the demo model, in a fresh Sidelight home with one installed model (the tests' tiny
+coder). It right-clicks the tray icon with xdotool and grabs the open menu, sends two messages
+in the chat window and grabs it while the second reply streams, sends a message with an
+attachment and starts editing it (the message actions), asks the demo model its thinking
+question and opens the thinking with a click, then opens the model manager (catalog and
+installed list), its hub search and the settings; then switches to the dark theme and takes
+the thinking reply, the model manager, the hub search and the settings again (the hub is the
+local stand-in of the tests, serving the search fixture repos). The screen is a 1366x768
+laptop at 125 % unless told otherwise (``QT_SCALE_FACTOR``); at another scale the file names
+end in ``-2x`` (or ``-1.5x``...). Pictures are taken with ImageMagick's
 ``import -window root`` and cropped to the interesting part.
 
-Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick libxcb-icccm4
-libxcb-keysyms1 libxcb-cursor0 fonts-dejavu-core.
+Needs (Debian/Ubuntu): xvfb openbox trayer xdotool imagemagick fonts-dejavu-core and the
+libraries Qt's X11 plugin loads; run as root on Debian/Ubuntu, it installs whatever is missing
+itself with apt-get (through ``packaging/dev.py``, as the smoke test does for Xvfb).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import shutil
@@ -36,13 +42,25 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
     from desktop.app import DesktopApp
+    from engine.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PORT = 11680
 SCREEN = [1366, 768]  # physical pixels; --screen changes it
 SCALE = [1.25]  # QT_SCALE_FACTOR; Qt's geometry is in logical pixels
+DEFAULT_SCALE = 1.25  # pictures at this scale have no suffix; others end in -2x etc.
 BACKGROUND = "#4a5568"
-TOOLS = ("Xvfb", "openbox", "trayer", "xdotool", "import", "display")
+# Each tool and the Debian package that has it; the font makes the pictures the same
+# everywhere (Qt falls back to whatever fontconfig has, or draws no text at all).
+TOOLS = {
+    "Xvfb": "xvfb",
+    "openbox": "openbox",
+    "trayer": "trayer",
+    "xdotool": "xdotool",
+    "import": "imagemagick",
+    "display": "imagemagick",
+}
+FONT_PACKAGE = "fonts-dejavu-core"
 
 logger = logging.getLogger("screenshots")
 
@@ -50,7 +68,12 @@ Step = tuple[Callable[[], bool], float]  # wait until this is true, for at most 
 
 
 def grab(path: Path, x: int, y: int, width: int, height: int) -> None:
-    """Save a screen region as a PNG (blocks for the fraction of a second ``import`` takes)."""
+    """Save a screen region as a PNG (blocks for the fraction of a second ``import`` takes).
+
+    ``path`` is named for the default scale; at another scale ``-2x`` (etc.) is added.
+    """
+    if SCALE[0] != DEFAULT_SCALE:
+        path = path.with_name(f"{path.stem}-{SCALE[0]:g}x{path.suffix}")
     x, y, width, height = (round(v * SCALE[0]) for v in (x, y, width, height))
     x, y = max(0, x), max(0, y)
     width, height = min(width, SCREEN[0] - x), min(height, SCREEN[1] - y)
@@ -97,8 +120,10 @@ class Tour:
         yield from self.wait_until_ready()
         yield from self.tray_menu()
         yield from self.chat_mid_reply()
+        yield from self.chat_message_actions()
         yield from self.chat_thinking()
-        yield from self.model_manager()
+        yield from self.model_manager("model-manager.png", "model-search.png")
+        yield from self.settings("settings.png")
         yield from self.dark()
 
     def wait_until_ready(self) -> Iterator[Step]:
@@ -163,12 +188,36 @@ class Tour:
             self.failures.append("the reply finished before it could be captured")
         window.hide()
 
+    def chat_message_actions(self) -> Iterator[Step]:
+        """Two exchanges, then *Edit* on the first message and a file attached to it.
+
+        The messages are ones the demo model was trained on (tests/models/dialogues.json):
+        for anything else it answers with broken bytes.
+        """
+        window = self.desktop.chat
+        window.new_chat()
+        window.move(24, 48)
+        place(window, 700, 560)
+        window.show_and_raise()
+        window.send("Hello")
+        yield (lambda: not window.busy and window.last_stats is not None, 30)
+        window.send("Count to twenty")
+        yield (lambda: not window.busy, 30)
+        window.message_actions.edit(0)
+        window.pending_attachments.add_text("notes.txt", "Ship the release on Friday.\n")
+        yield (lambda: all(a["tokens"] >= 0 for a in window.pending_attachments.items), 15)
+        subprocess.Popen(["xdotool", "mousemove", "1300", "700"])  # the pointer out of the way
+        yield (after(0.8), 2)
+        grab(self.out / "chat-message-actions.png", *region(window, margin=0))
+        window.message_actions.cancel_edit()
+        window.hide()
+
     def chat_thinking(self) -> Iterator[Step]:
         """A reply with thinking: click its "Thought for" header open, grab."""
         window = self.desktop.chat
         window.new_chat()
         window.move(24, 48)
-        place(window, 600, 360)
+        place(window, 600, 440)
         window.show_and_raise()
         window.send("Think first: what is 2+2?")  # the demo model's thinking dialogue
         yield (lambda: not window.busy and window.last_stats is not None, 30)
@@ -186,41 +235,54 @@ class Tour:
         grab(self.out / "chat-thinking.png", *region(window, margin=0))
         window.hide()
 
-    def model_manager(self) -> Iterator[Step]:
+    def model_manager(self, catalog_name: str, search_name: str) -> Iterator[Step]:
+        """The catalog with the installed list below it, then the hub search with a result."""
         dialog = self.desktop.models_dialog()
         dialog.move(24, 48)
+        dialog.tabs.setCurrentIndex(0)
         dialog.show()
         yield (lambda: dialog.machine is not None, 30)
         recommended = dialog.catalog.recommend(dialog.machine) if dialog.machine else None
         if recommended is not None:
             dialog.select_entry(recommended.id)
+        dialog.installed.select("tiny-coder")  # its Use and Delete buttons come alive
         yield (after(0.5), 2)
-        grab(self.out / "model-manager.png", *region(dialog, margin=0))
-        dialog.hide()
-
-    def dark(self) -> Iterator[Step]:
-        """The dark theme: the thinking reply again, and the hub search with a result picked."""
-        self.desktop.theme.set_choice("dark")
-        window = self.desktop.chat
-        window.move(24, 48)
-        place(window, 600, 360)
-        window.show_and_raise()
-        yield (after(0.6), 2)
-        grab(self.out / "chat-thinking-dark.png", *region(window, margin=0))
-        window.hide()
-        dialog = self.desktop.models_dialog()
-        dialog.move(24, 48)
+        grab(self.out / catalog_name, *region(dialog, margin=0))
         dialog.tabs.setCurrentWidget(dialog.search)
-        dialog.show()
         search = dialog.search
+        search.results, search.current = [], None  # wait for this search's own results
         search.box.setText("tiny")
         search.search_now()
         yield (lambda: bool(search.results), 15)
         search.select(search.results[0].repo)
         yield (lambda: search.current is not None, 15)
         yield (after(0.5), 2)
-        grab(self.out / "model-search-dark.png", *region(dialog, margin=0))
+        grab(self.out / search_name, *region(dialog, margin=0))
+        dialog.tabs.setCurrentIndex(0)
         dialog.hide()
+
+    def settings(self, name: str) -> Iterator[Step]:
+        self.desktop.show_settings()
+        dialog = self.desktop._settings
+        assert dialog is not None
+        dialog.move(24, 48)
+        yield (dialog.isVisible, 10)
+        yield (after(0.6), 2)
+        grab(self.out / name, *region(dialog, margin=0))
+        dialog.close()
+
+    def dark(self) -> Iterator[Step]:
+        """The dark theme: the thinking reply, the model manager and the settings again."""
+        self.desktop.theme.set_choice("dark")
+        window = self.desktop.chat
+        window.move(24, 48)
+        place(window, 600, 440)
+        window.show_and_raise()
+        yield (after(0.6), 2)
+        grab(self.out / "chat-thinking-dark.png", *region(window, margin=0))
+        window.hide()
+        yield from self.model_manager("model-manager-dark.png", "model-search-dark.png")
+        yield from self.settings("settings-dark.png")
 
 
 def _search_hub(folder: Path) -> str:
@@ -230,6 +292,28 @@ def _search_hub(folder: Path) -> str:
 
     add_search_repos(folder)
     return HubServer(HubConfig(root=folder)).start().url
+
+
+def _install_tiny_model(settings: Settings) -> None:
+    """One installed model beside the demo, so the installed list shows a real row."""
+    from engine.store import ModelStore
+    from engine.store.manifest import Manifest, Source
+
+    source = ROOT / "tests" / "fixtures" / "tiny-coder"
+    store = ModelStore.from_settings(settings)
+    staged = store.partial_folder("tiny-coder")
+    shutil.copytree(source, staged)
+    size = sum(f.stat().st_size for f in staged.rglob("*") if f.is_file())
+    manifest = Manifest(
+        id="tiny-coder",
+        name="Tiny coder",
+        format="ir",
+        entry=".",
+        source=Source(kind="hub", repo="OpenVINO/tiny-coder", revision="0" * 40),
+        size_bytes=size,
+        weights="fp16",
+    )
+    store.commit(staged, manifest)
 
 
 def run_app(out: Path) -> int:
@@ -247,6 +331,7 @@ def run_app(out: Path) -> int:
     app.setQuitOnLastWindowClosed(False)
     settings = load_settings()
     settings.paths.ensure()
+    _install_tiny_model(settings)
     greedy = ChatOptions(sampling=SamplingParams(temperature=0))
     hub = _search_hub(settings.paths.cache_dir / "hub")
     desktop = DesktopApp(settings, chat_options=greedy, hub_endpoint=hub)
@@ -278,6 +363,42 @@ def run_app(out: Path) -> int:
     for failure in tour.failures:
         logger.error("%s", failure)
     return 1 if tour.failures else 0
+
+
+def _has_dejavu() -> bool:
+    """Whether fontconfig knows DejaVu Sans (no fc-list: assume the font is there)."""
+    if shutil.which("fc-list") is None:
+        return True
+    listed = subprocess.run(
+        ["fc-list", "DejaVu Sans"], capture_output=True, text=True, check=False
+    ).stdout
+    return bool(listed.strip())
+
+
+def ensure_tools() -> list[str]:
+    """Install the missing tools, font and Qt libraries with apt-get (as root).
+
+    Returns the Debian packages still missing (not root, or no apt-get): the caller says
+    what to install by hand.
+    """
+    # packaging/dev.py is a script, not a package: load it by path (it needs only the
+    # standard library, so this works before any environment exists).
+    spec = importlib.util.spec_from_file_location("_sidelight_dev", ROOT / "packaging" / "dev.py")
+    if spec is None or spec.loader is None:
+        raise RuntimeError("cannot read packaging/dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+
+    def say(message: str) -> None:
+        logger.info("%s", message)
+
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+    if not _has_dejavu():
+        missing.append(FONT_PACKAGE)
+    if missing and dev.apt_install(missing, say):
+        missing = []
+    still: list[str] = dev.ensure_qt_libs(say)
+    return missing + still
 
 
 def _free_display() -> str:
@@ -343,9 +464,11 @@ def main() -> int:
         sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
         return run_app(args.out.resolve())
 
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = ensure_tools()
     if missing:
-        logger.error("missing tools: %s (see this script's docstring)", ", ".join(missing))
+        logger.error(
+            "missing: %s (apt-get install -y %s, as root)", ", ".join(missing), " ".join(missing)
+        )
         return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIDELIGHT_")}
     env["DISPLAY"] = _free_display()
@@ -360,6 +483,8 @@ def main() -> int:
                 # The demo model makes ~1,500 tokens/s; the default stream interval would
                 # deliver its reply in two chunks, too fast to catch it mid-reply.
                 "SIDELIGHT_STREAM_INTERVAL_MS": "0",
+                # The first-start CPU self-tune would measure while the tour chats.
+                "SIDELIGHT_CPU_SELF_TUNE": "0",
                 "QT_QPA_PLATFORM": "xcb",
                 "XDG_CONFIG_HOME": str(Path(home) / "xdg"),
                 "QT_SCALE_FACTOR": str(args.scale),

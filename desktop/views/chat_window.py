@@ -163,10 +163,16 @@ class ChatWindow(RefusedMessages, QWidget):
 
         controller.models_changed.connect(self._sync_models)
         controller.status_changed.connect(self._sync_models)
+        controller.chore_changed.connect(self._sync_chore)
+        self._sync_chore()
         self._sync_models()
         self._sync_history()
         self._sync_title()
         self._render()
+
+    def _sync_chore(self) -> None:
+        """Moving models or tuning for the CPU: said in the status strip while it runs."""
+        self.status_strip.set_chore(self.controller.chore)
 
     # ---- layout ------------------------------------------------------------------------
 
@@ -222,10 +228,10 @@ class ChatWindow(RefusedMessages, QWidget):
             f"({_keys(SETTINGS_KEYS)})"
         )
         self.settings_button.clicked.connect(self.settings_action.trigger)
-        self.menu_button = QToolButton()
-        self.menu_button.setText("More")
+        # A push button, not a tool button: a tool button's instant-popup arrow sits in its
+        # corner over the text, while a push button reserves room for it beside the label.
+        self.menu_button = QPushButton("More")
         self.menu_button.setToolTip("More: copy the last reply, settings, models, quit")
-        self.menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.menu_button.setMenu(self._build_menu())
         top = QHBoxLayout()
         top.addWidget(self.chats_button)

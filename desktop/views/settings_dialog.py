@@ -53,7 +53,7 @@ from engine.settings import (
 logger = logging.getLogger(__name__)
 
 KEY_PLACEHOLDER = "None: any key works on this computer"
-ORIGINS_PLACEHOLDER = "One per line, e.g. https://chat\\.example\\.org"
+ORIGINS_PLACEHOLDER = "One pattern per line, e.g. https://chat\\.example\\.org"
 PATH_MIN_CHARS = 28
 THEME_CHOICES = (
     ("Follow the system (light or dark)", "system"),
@@ -175,7 +175,7 @@ class SettingsDialog(QDialog):
         self.copy_key = QPushButton("Copy")
         self.copy_key.setToolTip("Copy the key, to paste it into an IDE plugin")
         self.copy_key.clicked.connect(self._copy_key)
-        self.api_key.textChanged.connect(lambda: self.copy_key.setText("Copy"))
+        self.api_key.textChanged.connect(self._sync_key_buttons)
         generate = QPushButton("Generate")
         generate.setToolTip("Make a new random key (shown, so it can be copied)")
         generate.clicked.connect(self._generate_key)
@@ -184,7 +184,15 @@ class SettingsDialog(QDialog):
         row.addWidget(self.api_key, 1)
         for button in (self.show_key, self.copy_key, generate):
             row.addWidget(button)
+        self._sync_key_buttons()
         return row
+
+    def _sync_key_buttons(self) -> None:
+        """Show and Copy only with a key to show or copy (else a click would do nothing)."""
+        has_key = bool(self.api_key.text().strip())
+        self.copy_key.setText("Copy")
+        self.copy_key.setEnabled(has_key)
+        self.show_key.setEnabled(has_key)
 
     def _add_app_rows(self, form: QFormLayout) -> None:
         settings, controller = self.controller.settings, self.controller

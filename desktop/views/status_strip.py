@@ -19,7 +19,7 @@ from PySide6.QtGui import (
     QPolygonF,
     QShowEvent,
 )
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from desktop import theme
 from desktop.metrics import History, MemorySample, format_bytes, sample_memory
@@ -85,13 +85,22 @@ class StatusStrip(QWidget):
         self.rate_label = QLabel()
         self.ttft_label = QLabel()
         self.speculation_label = QLabel()
+        # What the app does in the background at start (moving models, tuning for the CPU):
+        # a line of its own under the figures, there only while it runs, wrapped rather than
+        # clipped in a narrow window.
+        self.chore_label = QLabel()
+        self.chore_label.setWordWrap(True)
+        self.chore_label.hide()
         self.sparkline = Sparkline()
         self.sparkline.series = [
             (self.memory_history, MEMORY_COLOUR),
             (self.rate_history, RATE_COLOUR),
         ]
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 2, 6, 2)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 2, 6, 2)
+        layout = QHBoxLayout()
+        outer.addLayout(layout)
+        outer.addWidget(self.chore_label)
         for label in (
             self.memory_label,
             self.rate_label,
@@ -140,6 +149,11 @@ class StatusStrip(QWidget):
         self.speculation = speculation
         self.accepted_share = accepted_tokens / tokens if speculation != "off" and tokens else None
         self._render()
+
+    def set_chore(self, text: str | None) -> None:
+        """Show (``None``: clear) what the app is doing in the background."""
+        self.chore_label.setText(text or "")
+        self.chore_label.setVisible(bool(text))
 
     def reset_reply(self) -> None:
         """Forget the last reply's figures (a new or another chat has none yet)."""

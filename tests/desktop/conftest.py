@@ -86,6 +86,9 @@ def make_desktop(
 ) -> Iterator[Callable[..., DesktopApp]]:
     """Build started DesktopApps over the shared engine: ``make_desktop(chat_options=...)``."""
     monkeypatch.setenv("SIDELIGHT_PORT", "0")  # a free port for each app's server
+    # Each test has a fresh home, so the CPU self-tune would measure (seconds of CPU) in
+    # every one; tests/desktop/test_startup_chores.py drives it.
+    monkeypatch.setenv("SIDELIGHT_CPU_SELF_TUNE", "0")
     ensure_demo_on_cpu(engine)
     apps: list[DesktopApp] = []
 

@@ -92,6 +92,35 @@ def test_leaving_loopback_requires_an_api_key(desktop: DesktopApp) -> None:
     dialog.reject()
 
 
+def test_every_interface_with_a_key_serves_the_lan_and_copies_a_reachable_url(
+    qtbot: QtBot, desktop: DesktopApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 3: Settings -> bind 0.0.0.0 -> key -> Save served every LAN request a 403,
+    and *Copy API URL* copied http://0.0.0.0:.... A LAN client is simulated by its Host
+    header (the machine has no second computer to send from)."""
+    monkeypatch.delenv("SIDELIGHT_PORT")
+    port = free_port()
+    dialog = open_settings(desktop)
+    dialog.host.setText("0.0.0.0")
+    dialog.port.setValue(port)
+    dialog.generate_key.click()
+    key = dialog.api_key.text()
+    with qtbot.waitSignal(desktop.controller.server_changed, timeout=15000):
+        dialog.save()
+    assert not dialog.isVisible()
+
+    lan = {"Host": f"192.168.1.20:{port}", "Authorization": f"Bearer {key}"}
+    answer = httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=lan, timeout=10)
+    assert answer.status_code == 200, answer.text
+    no_key = httpx.get(f"http://127.0.0.1:{port}/v1/models", headers={"Host": lan["Host"]})
+    assert no_key.status_code == 401  # the key guards instead
+    menu = desktop.tray.menu
+    menu.rebuild()
+    copy = next(a for a in menu.actions() if a.text().startswith("Copy API URL"))
+    copy.trigger()
+    assert QApplication.clipboard().text() == f"http://127.0.0.1:{port}/v1"
+
+
 def test_a_port_in_use_keeps_the_dialog_the_old_server_and_the_old_config(
     qtbot: QtBot, desktop: DesktopApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,7 +188,10 @@ def test_a_new_key_on_the_same_port_restarts_the_server_there(
 def test_the_api_key_can_be_shown_and_copied(desktop: DesktopApp) -> None:
     dialog = open_settings(desktop)
     assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Password
+    assert dialog.api_key.text() == ""  # no key yet: nothing to show or copy
+    assert not dialog.copy_key.isEnabled() and not dialog.show_key.isEnabled()
     dialog.generate_key.click()
+    assert dialog.copy_key.isEnabled() and dialog.show_key.isEnabled()
     key = dialog.api_key.text()
     assert len(key) >= 24
     assert dialog.api_key.echoMode() == QLineEdit.EchoMode.Normal  # a new key is shown

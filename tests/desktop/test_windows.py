@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -116,3 +118,52 @@ def test_esc_and_ctrl_period_stop_a_running_reply(
             qtbot.keyClick(window.input, key, modifier)
         assert finished.args[0].finish_reason == "cancelled"
         assert window.isVisible()  # Esc stopped the reply; it did not hide the window
+
+
+def _ink(button: QWidget, ratio: float) -> QImage:
+    """``button`` painted at device pixel ratio ``ratio`` (1x, 1.25x, 2x screens)."""
+    image = QImage(
+        round(button.width() * ratio), round(button.height() * ratio), QImage.Format.Format_RGB32
+    )
+    image.setDevicePixelRatio(ratio)
+    image.fill(0xFFFFFFFF)
+    button.render(image)
+    return image
+
+
+def _changed_columns(a: QImage, b: QImage) -> set[int]:
+    """The pixel columns where ``a`` and ``b`` differ."""
+    return {
+        x for x in range(a.width()) for y in range(a.height()) if a.pixel(x, y) != b.pixel(x, y)
+    }
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1.25, 2.0])
+def test_the_more_menu_arrow_never_overlaps_its_text(desktop: DesktopApp, ratio: float) -> None:
+    """The chat's *More* button draws its menu arrow beside "More", not over the "e" (a
+    tool button's arrow sat in its corner, touching or over the text: 1 px apart here).
+
+    The text's pixels are what blanking the text removes; the arrow's are what removing the
+    menu removes (both on the real button, at its real size, restored afterwards).
+    """
+    chat = desktop.chat
+    chat.show_and_raise()
+    button = chat.menu_button
+    text, menu = button.text(), button.menu()
+    assert text == "More" and menu is not None
+    size = button.size()
+    whole = _ink(button, ratio)
+    button.setText("")
+    button.resize(size)
+    no_text = _ink(button, ratio)
+    button.setMenu(None)  # type: ignore[arg-type]  # Qt accepts None: no menu
+    button.resize(size)
+    bare = _ink(button, ratio)
+    button.setMenu(menu)
+    button.setText(text)
+    text_columns = _changed_columns(whole, no_text)
+    arrow_columns = _changed_columns(no_text, bare)
+    assert text_columns and arrow_columns, "the text and the arrow are both drawn"
+    gap = (min(arrow_columns) - max(text_columns) - 1) / ratio  # blank logical pixels
+    assert gap >= 3, f"only {gap:.1f} px between the text and the arrow at {ratio}x"
+    assert button.sizeHint().width() <= button.width()  # the layout gives it all it asks

@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -79,7 +81,7 @@ def test_interrupted_copy_loses_nothing_and_resumes(
     monkeypatch.setattr(
         relocate.shutil,
         "copytree",
-        lambda src, dst: real_copytree(src, dst, copy_function=crashing_copy),
+        lambda src, dst, **kw: real_copytree(src, dst, copy_function=crashing_copy),
     )
     with pytest.raises(OSError):
         relocate_store(old, new)
@@ -98,3 +100,43 @@ def test_user_set_models_dir_is_not_migrated(tmp_path: Path) -> None:
     default = load_settings({"SIDELIGHT_CONFIG_DIR": str(tmp_path)}).paths
     assert default.legacy_models_dir is not None
     assert default.models_dir.parent != default.legacy_models_dir.parent
+
+
+def test_reports_each_chunk_and_a_cancel_mid_copy_keeps_the_model_whole(tmp_path: Path) -> None:
+    """Across two real filesystems (``/dev/shm`` and the temp folder): the report follows each
+    8 MB chunk, and a cancel after the first chunk discards the half copy."""
+    shm = Path("/dev/shm")  # a tmpfs: another device than the temp folder
+    if (
+        not (shm.is_dir() and os.access(shm, os.W_OK))
+        or shm.stat().st_dev == tmp_path.stat().st_dev
+    ):
+        pytest.skip("no second filesystem to copy across (the EXDEV tests above cover copying)")
+    base = Path(tempfile.mkdtemp(prefix="sidelight-relocate-", dir=shm))
+    try:
+        old, new = base / "models", tmp_path / "new"
+        _model(old, "a", 20 << 20)  # three chunks
+        _model(old, "b", 1000)
+        cancel = threading.Event()
+        seen: list[relocate.MoveProgress] = []
+
+        def report(progress: relocate.MoveProgress) -> None:
+            seen.append(progress)
+            if progress.models_done == 0 and progress.bytes_done > 0:
+                cancel.set()  # after the first chunk of "a"
+
+        with pytest.raises(relocate.MoveCancelled):
+            relocate_store(old, new, report=report, cancel=cancel)
+        assert seen[0] == relocate.MoveProgress(0, 2, 0, (20 << 20) + 1000 + 4)
+        assert 0 < seen[-1].bytes_done < 20 << 20  # stopped after its first chunk
+        assert (old / "a" / "weights.bin").stat().st_size == 20 << 20  # whole, in the old place
+        assert not (new / "a").exists() and not any((new / ".relocating").iterdir())
+
+        seen.clear()
+        assert relocate_store(old, new, report=seen.append) == 2  # the next start resumes
+        assert (new / "a" / "weights.bin").stat().st_size == 20 << 20
+        assert not (old / "a").exists() and not (old / "b").exists()
+        assert seen[0].models_done == 0 and seen[-1].models_done == 2
+        chunks = [p.bytes_done for p in seen if p.models_done == 0]
+        assert len(chunks) >= 4 and chunks == sorted(chunks)  # start, then chunk by chunk
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
