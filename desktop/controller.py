@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
-from engine.client import ERROR, LOADING, READY, EngineClient, EngineStatus
+from engine.client import ERROR, LOADING, READY, EngineStatus
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
@@ -32,6 +32,7 @@ from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import relocate_at_start
+from engine.supervisor.scheduler import Engine, Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Controller(QObject):
         settings: Settings,
         tasks: TaskManager,
         *,
-        engine: EngineClient | None = None,
+        engine: Engine | None = None,
         devices: list[DeviceInfo] | None = None,
         parent: QObject | None = None,
     ) -> None:
@@ -105,7 +106,7 @@ class Controller(QObject):
         self.settings = settings
         self.tasks = tasks
         self._owns_engine = engine is None
-        self.engine = engine or EngineClient(settings)
+        self.engine: Engine = engine or Scheduler(settings)  # one worker per loaded model
         # Models moved from the cache to the data folder (logged; the next start resumes).
         relocate_at_start(settings.paths)
         self.store = ModelStore.from_settings(settings)

@@ -24,8 +24,8 @@ from engine.store.cli import run as run_store_command
 from engine.store.relocate import relocate_at_start
 
 if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
-    from engine.client import EngineClient
     from engine.models import ModelSpec
+    from engine.supervisor.scheduler import Scheduler
 
 logger = logging.getLogger("sidelight")
 
@@ -124,7 +124,7 @@ def _has_display() -> bool:
 
 
 def _tune_then_load(
-    engine: EngineClient, spec: ModelSpec, settings: Settings, stop: threading.Event
+    engine: Scheduler, spec: ModelSpec, settings: Settings, stop: threading.Event
 ) -> None:
     """Load ``spec``; on a CPU, after the self-tune (seconds, first start on this CPU only).
 
@@ -144,7 +144,6 @@ def _tune_then_load(
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from engine.client import ERROR, READY, EngineClient
     from engine.logs import setup_logging
     from engine.models import ModelError, spec_from_path
     from engine.resources import demo_model_path
@@ -152,6 +151,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.server.runner import PortInUseError, ServerRunner
     from engine.store import ModelStore
     from engine.store.errors import disk_error
+    from engine.supervisor.scheduler import ERROR, READY, Scheduler
 
     settings = settings.with_overrides(
         host=args.host, port=args.port, api_key=args.api_key, device=args.device
@@ -187,7 +187,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    engine = EngineClient(settings, backend=args.backend)
+    engine = Scheduler(settings, backend=args.backend)  # one worker per loaded model
     engine.start()
     _tune_then_load(engine, spec, settings, stop)
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)

@@ -44,9 +44,10 @@ class ModelLoader(Protocol):
 
 
 class EngineControl(Protocol):
-    """What unloading asks of the engine (:class:`engine.client.EngineClient`)."""
+    """What unloading asks of the engine (the scheduler, or a lone client): unload the
+    default model (it may block while its worker exits: called on a thread)."""
 
-    def unload(self) -> None: ...
+    def unload(self) -> object: ...
 
     def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus: ...
 
@@ -112,7 +113,7 @@ class ModelServing:
                 param="instance_id",
                 code="model_not_found",
             )
-        self._engine.unload()
+        await asyncio.to_thread(self._engine.unload)
         await asyncio.to_thread(self._engine.wait_for, {IDLE, ERROR, STOPPED}, UNLOAD_WAIT_SECONDS)
         return JSONResponse({"instance_id": loaded})
 
