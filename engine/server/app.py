@@ -82,6 +82,7 @@ def create_app(
         body["models"] = [model.to_dict() for model in engine.loaded()]
         if isinstance(engine, Scheduler):
             body["memory_budget_mb"] = engine.budget_mb()
+            body["waiting_for_room"] = engine.waiting()
         if status.state == READY or (status.state == IDLE and status.unloaded):
             # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
             return JSONResponse(body)

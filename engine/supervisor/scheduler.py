@@ -14,7 +14,8 @@ running request is never cancelled to make room: eviction goes through
 :meth:`EngineClient.close_if_idle`, atomic with the client's own submit.
 
 Each client keeps its own lifecycle (keep_alive, ttl, idle unload, crash restarts); a chat
-model whose client unloaded it for being idle leaves the scheduler (its spare worker ends).
+model whose client unloaded it for being idle leaves the scheduler (its spare worker ends),
+except the default model, whose spare worker stays as a lone client's did.
 
 The scheduler also shows a *default model* (the one the CLI loaded or the tray picked):
 :meth:`status`, :meth:`submit`, :meth:`expires_at`, ... speak of it, so the desktop and
@@ -138,6 +139,7 @@ class Scheduler:
         self._default_spec: ModelSpec | None = None
         self._default_gone: str | None = None  # why the default model left (idle, ...)
         self._pending: set[str] = set()  # keys being placed by load() on a thread
+        self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
         self._listeners: list[Callable[[EngineStatus], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -201,9 +203,31 @@ class Scheduler:
         """
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
-        key = model_key(spec.id)
         device = device or self._settings.device
-        victims: list[_Slot] = []
+        estimate = budget.estimated_mb(spec, self._settings)  # reads files: before the lock
+        slot, victims, new = self._reserve(spec, device, estimate, deadline)
+        for victim in victims:  # outside the lock: a worker takes a moment to exit
+            logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
+            victim.client.close()
+        client = slot.client
+        if new:
+            self._start_client(model_key(spec.id), spec, client, device)
+        elif spec.task == "chat":
+            status = client.status()
+            if status.state == ERROR or (status.model is None and status.state == IDLE):
+                client.load(spec, device)  # unloaded meanwhile (keep_alive), or failed
+        self._notify()
+        states = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
+        client.wait_for(states, max(0.0, deadline - time.monotonic()))
+        return client
+
+    def _reserve(
+        self, spec: ModelSpec, device: str, estimate: int, deadline: float
+    ) -> tuple[_Slot, list[_Slot], bool]:
+        """The slot of ``spec`` (an existing one, or a new one reserved with the idle models
+        it evicts), waiting for busy models until ``deadline``; returns (slot, victims to
+        close, whether it is new)."""
+        key = model_key(spec.id)
         with self._changed:
             while True:
                 if self._closing:
@@ -211,38 +235,27 @@ class Scheduler:
                 slot = self._slots.get(key)
                 if slot is not None:
                     slot.last_used = time.monotonic()
-                    client = slot.client
-                    new = False
-                    break
-                estimate = budget.estimated_mb(spec, self._settings)
-                plan = self._plan(key, estimate)
-                if plan is not None:
-                    victims = plan
+                    return slot, [], False
+                victims = self._plan(key, estimate)
+                if victims is not None:
                     for victim in victims:
-                        self._slots.pop(model_key(victim.spec.id), None)
-                    client = self._factory(self._settings)
-                    self._slots[key] = _Slot(spec, client, device, estimate)
-                    new = True
-                    break
+                        gone = model_key(victim.spec.id)
+                        self._slots.pop(gone, None)
+                        if gone == self._default:
+                            self._default_gone = f"evicted for {spec.id}"
+                    slot = _Slot(spec, self._factory(self._settings), device, estimate)
+                    self._slots[key] = slot
+                    return slot, victims, True
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise NoRoom(self._no_room_message(spec, estimate), RETRY_AFTER_SECONDS)
-                self._changed.wait(min(_POLL_SECONDS, left))
-        for victim in victims:  # outside the lock: a worker takes a moment to exit
-            logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
-            victim.client.close()
-        if new:
-            self._start_client(key, spec, client, device)
-        elif spec.task == "chat":
-            status = client.status()
-            if status.state == ERROR or (status.model is None and status.state == IDLE):
-                client.load(spec, device)  # unloaded meanwhile (keep_alive), or failed
-        self._notify()
-        if spec.task == "chat":
-            client.wait_for({READY, ERROR}, max(0.0, deadline - time.monotonic()))
-        else:
-            client.wait_for({IDLE, READY, ERROR}, max(0.0, deadline - time.monotonic()))
-        return client
+                self._waiting[spec.id] = self._waiting.get(spec.id, 0) + 1
+                try:
+                    self._changed.wait(min(_POLL_SECONDS, left))
+                finally:
+                    self._waiting[spec.id] -= 1
+                    if not self._waiting[spec.id]:
+                        del self._waiting[spec.id]
 
     def running(self, model_id: str) -> EngineClient | None:
         """The client of ``model_id`` when it is loaded and takes requests (never blocks)."""
@@ -263,12 +276,17 @@ class Scheduler:
         models = []
         for key, slot in slots:
             status = slot.client.status()
+            state = status.state
+            if slot.spec.task == "chat" and status.model is None:
+                continue  # the default model's spare worker after an unload: no model
+            if slot.spec.task != "chat" and state == IDLE:
+                state = READY  # an encoder's worker takes requests with no chat model
             memory, estimated = slot.cost_mb()
             models.append(
                 LoadedModel(
                     id=slot.spec.id,
                     task=slot.spec.task,
-                    state=status.state,
+                    state=state,
                     device=status.device or slot.device,
                     memory_mb=memory,
                     memory_estimated=estimated,
@@ -300,6 +318,11 @@ class Scheduler:
         slot.client.close()
         self._notify()
         return True
+
+    def waiting(self) -> list[str]:
+        """Models with requests waiting for busy models to leave them room."""
+        with self._lock:
+            return sorted(self._waiting)
 
     def budget_mb(self) -> int:
         """The memory budget the models share (MB)."""
@@ -501,9 +524,12 @@ class Scheduler:
                     logger.exception("engine status listener failed")
 
     def _drop_unloaded(self, key: str, client: EngineClient, reason: str) -> None:
+        """End the spare worker a client started after unloading its model, unless it is
+        the default model's: that one stays, as a lone client's would (``/health`` shows
+        it idle and healthy, and the next request loads the model in it)."""
         with self._lock:
             slot = self._slots.get(key)
-            if slot is None or slot.client is not client:
+            if slot is None or slot.client is not client or key == self._default:
                 return
             status = client.status()
             if status.model is not None or not client.close_if_idle():

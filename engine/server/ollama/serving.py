@@ -114,7 +114,7 @@ class OllamaServing:
         """Every loaded (or loading) model, the default first, with when it unloads."""
         entries = []
         for model in self.pipeline.engine.loaded():
-            if model.state not in ("ready", "loading", "starting", "idle"):
+            if model.state not in ("ready", "loading"):
                 continue
             info = await self.models.find(model.id)
             if info is None:
