@@ -147,6 +147,9 @@ class Scheduler:
         # One idle worker, so embed()/rerank() through the default view and "no model"
         # status keep their meaning before any model loads (the desktop's first start).
         self._idle_client: EngineClient | None = None
+        # Embedding and rerank workers have no chat model for a client's idle timer to
+        # watch: this thread ends them once unused for Settings.idle_unload_seconds.
+        self._janitor: threading.Thread | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -155,6 +158,11 @@ class Scheduler:
         with self._lock:
             self._started = True
             self._closing = False
+            if self._janitor is None or not self._janitor.is_alive():
+                self._janitor = threading.Thread(
+                    target=self._idle_encoders, name="engine-encoders-idle", daemon=True
+                )
+                self._janitor.start()
 
     def close(self, timeout: float = 10.0) -> None:
         """End every worker; in-flight requests end with an error."""
@@ -459,6 +467,31 @@ class Scheduler:
         return await client.rerank(spec, query, documents, device)  # type: ignore[no-any-return]
 
     # ---- inside --------------------------------------------------------------------------
+
+    def _idle_encoders(self) -> None:
+        """Thread: unload embedding/rerank models unused for ``idle_unload_seconds``."""
+        seconds = self._settings.idle_unload_seconds
+        if seconds < 0:
+            return  # never unload for being idle
+        while True:
+            with self._changed:
+                if self._closing:
+                    return
+                now = time.monotonic()
+                due = []
+                for key, slot in self._slots.items():
+                    if slot.spec.task == "chat":
+                        continue  # its client's own idle timer (and keep_alive) handles it
+                    if slot.busy():
+                        slot.last_used = now  # idle counts from the end of its requests
+                    elif now - slot.last_used >= seconds:
+                        due.append(key)
+                if not due:
+                    self._changed.wait(min(max(seconds / 4, 0.2), 30.0))
+                    continue
+            for key in due:
+                self.unload(key, "idle")
+
 
     def _plan(self, key: str, need_mb: int) -> list[_Slot] | None:
         """The idle models to evict so ``need_mb`` fits (LRU first), or None when it

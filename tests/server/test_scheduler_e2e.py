@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from engine.settings import load_settings
@@ -279,3 +280,24 @@ def test_with_room_for_one_model_b_waits_for_a_and_a_is_never_cancelled(
     assert content(answers[0]) == ref_b
     assert order == [A, B]  # B was answered only once A's stream had ended
     assert set(models(server)) == {B}
+
+
+def test_an_idle_embedding_model_ends_its_worker(tmp_path: Path, tiny_model: Path) -> None:
+    """Embedding workers have no chat model for a client's idle timer: the scheduler ends
+    them after ``idle_unload_seconds`` unused, and the next request loads them again."""
+    home = _home(tmp_path / "home")
+    env = {"SIDELIGHT_IDLE_UNLOAD_SECONDS": "1"}
+    with running_server(home, tiny_model, env=env) as server:
+        first = embed(server)
+        pid = worker_pid(server, EMBED)
+        wait_until(lambda: EMBED not in models(server), "the embedding worker ended")
+        wait_until(lambda: not psutil.pid_exists(pid) or _zombie(pid), "its process exited")
+        assert embed(server) == first
+        assert worker_pid(server, EMBED) != pid
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
