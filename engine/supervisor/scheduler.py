@@ -492,7 +492,6 @@ class Scheduler:
             for key in due:
                 self.unload(key, "idle")
 
-
     def _plan(self, key: str, need_mb: int) -> list[_Slot] | None:
         """The idle models to evict so ``need_mb`` fits (LRU first), or None when it
         cannot fit until busy models finish (lock held). Nothing loaded: it always fits,
