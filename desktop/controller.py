@@ -32,7 +32,7 @@ from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import relocate_at_start
-from engine.supervisor.scheduler import Engine, Scheduler
+from engine.supervisor.scheduler import Engine, LoadedModel, Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -306,6 +306,32 @@ class Controller(QObject):
             self.engine.load(spec, device)
 
         self.tasks.run_in_background(spec, load)
+
+    def loaded_models(self) -> list[LoadedModel]:
+        """Every model the engine holds, each in a worker of its own (the tray lists them)."""
+        return self.engine.loaded()
+
+    def unload_model(self, model_id: str) -> None:
+        """Unload ``model_id`` now, returning its memory; returns at once (its worker takes a
+        moment to exit). A model answering a request stays: nothing is ever cancelled."""
+        engine = self.engine
+
+        def unload() -> bool:
+            if isinstance(engine, Scheduler):
+                return engine.unload(model_id, "unloaded from the tray")
+            return engine.release("unloaded from the tray")
+
+        def done(future: Future[bool]) -> None:
+            if future.result():
+                self.models_changed.emit()
+            else:
+                self.notify.emit(
+                    "Model busy",
+                    f"{model_id} is answering a request; unload it once the reply has ended",
+                    True,
+                )
+
+        self.tasks.run_in_background(unload, done)
 
     def select_device(self, device: str) -> None:
         """Reload the active (or last) model on ``device``."""

@@ -106,8 +106,24 @@ class TrayMenu(QMenu):
             action.triggered.connect(lambda _=False, m=choice.id: controller.select_model(m))
             group.addAction(action)
             menu.addAction(action)
+        self._fill_loaded(menu)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
+
+    def _fill_loaded(self, menu: QMenu) -> None:
+        """The models held in memory, each with its memory and an entry that unloads it."""
+        loaded = self.controller.loaded_models()
+        if not loaded:
+            return
+        menu.addSeparator()
+        menu.addAction("In memory:").setEnabled(False)
+        for model in loaded:
+            memory = f"{model.memory_mb} MB" if model.memory_mb is not None else "? MB"
+            action = menu.addAction(f"Unload {model.id}  ({memory}, {model.device or '?'})")
+            action.setData(f"unload:{model.id}")
+            action.setToolTip("Ends its engine worker and returns the memory")
+            action.setEnabled(model.active_requests == 0)
+            action.triggered.connect(lambda _=False, m=model.id: self.controller.unload_model(m))
 
     def _fill_devices(self) -> None:
         menu, controller = self.devices_menu, self.controller
