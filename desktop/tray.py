@@ -58,6 +58,7 @@ class TrayMenu(QMenu):
         # Submenus live as long as the menu; only their entries are rebuilt.
         self.models_menu = QMenu("Models", self)
         self.devices_menu = QMenu("Device", self)
+        self.loaded_menu = QMenu("In memory", self.models_menu)
         self.aboutToShow.connect(self.rebuild)
         self.rebuild()
 
@@ -111,15 +112,19 @@ class TrayMenu(QMenu):
         menu.addAction("Download models…").triggered.connect(self.open_models)
 
     def _fill_loaded(self, menu: QMenu) -> None:
-        """The models held in memory, each with its memory and an entry that unloads it."""
+        """An "In memory" submenu: the models held in memory, each with its measured memory
+        and device; choosing one unloads it (its engine worker ends)."""
+        loaded_menu = self.loaded_menu
+        loaded_menu.clear()
         loaded = self.controller.loaded_models()
         if not loaded:
             return
         menu.addSeparator()
-        menu.addAction("In memory:").setEnabled(False)
+        menu.addMenu(loaded_menu)
+        loaded_menu.setToolTipsVisible(True)
         for model in loaded:
             memory = f"{model.memory_mb} MB" if model.memory_mb is not None else "? MB"
-            action = menu.addAction(f"Unload {model.id}  ({memory}, {model.device or '?'})")
+            action = loaded_menu.addAction(f"Unload {model.id}  ({memory}, {model.device or '?'})")
             action.setData(f"unload:{model.id}")
             action.setToolTip("Ends its engine worker and returns the memory")
             action.setEnabled(model.active_requests == 0)
