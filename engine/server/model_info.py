@@ -97,6 +97,10 @@ class StatusSource(Protocol):
 
     def running(self, model_id: str) -> StatusSource | None: ...
 
+    def release(self, reason: str = "unloaded") -> bool: ...
+
+    def set_keep_alive(self, seconds: float) -> None: ...
+
 
 class ModelDirectory:
     """The models a request may name, described from their files (cached per mtime)."""
@@ -115,6 +119,15 @@ class ModelDirectory:
         if status.model is not None:
             self.seen.setdefault(status.model.id, status.model)
         return status
+
+    def loaded_contexts(self) -> dict[str, int | None]:
+        """The models ready to answer now (each in its own worker) and the context each is
+        served with (None: unknown)."""
+        ready = {m.id: m.context_length for m in self.engine.loaded() if m.state == READY}
+        status = self.status()
+        if status.state == READY and status.model is not None:
+            ready.setdefault(status.model.id, status.context_length)
+        return ready
 
     def canonical(self, name: str) -> str:
         """The id ``name`` stands for: ids ignore case and surrounding spaces.

@@ -198,6 +198,14 @@ def test_a_long_stream_keeps_streaming_while_another_model_and_embeddings_answer
     assert (listed[A], listed[B], listed[EMBED]) == ("loaded", "loaded", "loaded")
     ps = httpx.get(f"{server.base_url}/api/ps").json()["models"]
     assert {m["name"] for m in ps} == {f"{A}:latest", f"{B}:latest", f"{EMBED}:latest"}
+    v0 = httpx.get(f"{server.base_url}/api/v0/models").json()["data"]
+    assert {m["id"] for m in v0 if m["state"] == "loaded"} == {A, B, EMBED}
+    # LM Studio's unload of a model that is not the default ends its worker alone.
+    body = {"instance_id": "Tiny-Coder"}
+    unloaded = httpx.post(f"{server.base_url}/api/v1/models/unload", json=body, timeout=60)
+    assert unloaded.status_code == 200 and unloaded.json() == {"instance_id": B}
+    wait_until(lambda: B not in models(server), "B unloaded over LM Studio's API")
+    assert set(models(server)) == {A, EMBED}
 
 
 def test_killing_one_models_worker_ends_only_its_requests(server: ServerProcess) -> None:
