@@ -220,10 +220,6 @@ class Scheduler:
         client = slot.client
         if new:
             self._start_client(model_key(spec.id), spec, client, device)
-        elif spec.task == "chat":
-            status = client.status()
-            if status.state == ERROR or (status.model is None and status.state == IDLE):
-                client.load(spec, device)  # unloaded meanwhile (keep_alive), or failed
         self._notify()
         states = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
         client.wait_for(states, max(0.0, deadline - time.monotonic()))
@@ -243,6 +239,11 @@ class Scheduler:
                 slot = self._slots.get(key)
                 if slot is not None:
                     slot.last_used = time.monotonic()
+                    if spec.task == "chat":
+                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
+                        status = slot.client.status()
+                        if status.state == ERROR or status.model is None:
+                            slot.client.load(spec, device)  # unloaded (keep_alive), or failed
                     return slot, [], False
                 victims = self._plan(key, estimate)
                 if victims is not None:
