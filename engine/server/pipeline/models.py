@@ -23,15 +23,14 @@ from engine.supervisor.states import NoRoom
 
 logger = logging.getLogger(__name__)
 
-# How long a request waits for a model to load before answering 503 + Retry-After (the
-# scheduler's acquire uses Settings.load_wait_seconds for its own engine).
-LOAD_WAIT_SECONDS = 20.0
+# How long a request waits for its model: Settings.load_wait_seconds (the engine's acquire).
 RETRY_AFTER_SECONDS = 5
 
 
 class ModelResolver:
-    """Models a request may name: the loaded one (which may have come from a path) and
-    every model in the store; naming a stored model that is not loaded loads it."""
+    """Models a request may name: the loaded ones (one may have come from a path) and
+    every model in the store; naming a stored model that is not loaded loads it in a worker
+    of its own (the scheduler), beside the others."""
 
     def __init__(
         self, engine: EngineLike, store: ModelStore | None, models: ModelDirectory
@@ -140,7 +139,8 @@ class ModelResolver:
         return spec
 
     async def _encoder(self, name: str) -> ModelSpec:
-        """The model ``name`` for a request that runs beside the chat model (no load here)."""
+        """The encoder ``name`` (no load here: ``Scheduler.embed``/``rerank`` load it in a
+        worker of its own when the request runs)."""
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
