@@ -429,8 +429,13 @@ class Controller(QObject):
         self.status_changed.emit(status)
 
     def _poll_activity(self) -> None:
-        # The engine reports state changes, not request starts: poll its cheap counter.
-        active = self.engine.status().active_requests > 0
+        # The engine reports state changes, not request starts: poll its cheap counters
+        # (every loaded model's: each has a worker of its own).
+        engine = self.engine
+        if isinstance(engine, Scheduler):
+            active = engine.active_requests() > 0
+        else:
+            active = engine.status().active_requests > 0
         if active != self._active:
             self._active = active
             self.activity_changed.emit(active)

@@ -328,6 +328,12 @@ class Scheduler:
         self._notify()
         return True
 
+    def active_requests(self) -> int:
+        """Requests in flight over every model (cheap: the tray polls it)."""
+        with self._lock:
+            clients = [slot.client for slot in self._slots.values()]
+        return sum(client.status().active_requests for client in clients)
+
     def waiting(self) -> list[str]:
         """Models with requests waiting for busy models to leave them room."""
         with self._lock:
