@@ -32,11 +32,11 @@ from desktop.views.requests_window import RequestsWindow
 from desktop.views.settings_dialog import SettingsDialog
 from desktop.views.store_move import MoveDialog
 from desktop.views.welcome import WelcomeDialog
-from engine.client import EngineClient
 from engine.devices import DeviceInfo
 from engine.logs import setup_logging
 from engine.settings import Settings, SettingsError
 from engine.store.catalog import Catalog, CatalogEntry, MachineInfo
+from engine.supervisor.scheduler import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class DesktopApp(QObject):
         self,
         settings: Settings,
         *,
-        engine: EngineClient | None = None,
+        engine: Engine | None = None,
         devices: list[DeviceInfo] | None = None,
         autostart: Autostart | None = None,
         chat_options: ChatOptions | None = None,

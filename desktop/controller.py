@@ -34,7 +34,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
-from engine.client import ERROR, LOADING, READY, EngineClient, EngineStatus
+from engine.client import ERROR, LOADING, READY, EngineStatus
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
@@ -45,6 +45,7 @@ from engine.server.runner import PortInUseError, ServerRunner
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import MoveProgress, pending_move, relocate_at_start
+from engine.supervisor.scheduler import Engine, LoadedModel, Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class Controller(QObject):
         settings: Settings,
         tasks: TaskManager,
         *,
-        engine: EngineClient | None = None,
+        engine: Engine | None = None,
         devices: list[DeviceInfo] | None = None,
         parent: QObject | None = None,
     ) -> None:
@@ -136,7 +137,7 @@ class Controller(QObject):
         self.settings = settings
         self.tasks = tasks
         self._owns_engine = engine is None
-        self.engine = engine or EngineClient(settings)
+        self.engine: Engine = engine or Scheduler(settings)  # one worker per loaded model
         self.store = ModelStore.from_settings(settings)
         # Metrics and the request log: the chat's and every server's requests, kept across
         # server restarts (the Requests window reads it).
@@ -470,6 +471,32 @@ class Controller(QObject):
 
         self.tasks.run_in_background(spec, load)
 
+    def loaded_models(self) -> list[LoadedModel]:
+        """Every model the engine holds, each in a worker of its own (the tray lists them)."""
+        return self.engine.loaded()
+
+    def unload_model(self, model_id: str) -> None:
+        """Unload ``model_id`` now, returning its memory; returns at once (its worker takes a
+        moment to exit). A model answering a request stays: nothing is ever cancelled."""
+        engine = self.engine
+
+        def unload() -> bool:
+            if isinstance(engine, Scheduler):
+                return engine.unload(model_id, "unloaded from the tray")
+            return engine.release("unloaded from the tray")
+
+        def done(future: Future[bool]) -> None:
+            if future.result():
+                self.models_changed.emit()
+            else:
+                self.notify.emit(
+                    "Model busy",
+                    f"{model_id} is answering a request; unload it once the reply has ended",
+                    True,
+                )
+
+        self.tasks.run_in_background(unload, done)
+
     def select_device(self, device: str) -> None:
         """Reload the active (or last) model on ``device``."""
         model_id = self.active_model_id or self.state.last_model or DEMO_MODEL_ID
@@ -568,8 +595,13 @@ class Controller(QObject):
         self.status_changed.emit(status)
 
     def _poll_activity(self) -> None:
-        # The engine reports state changes, not request starts: poll its cheap counter.
-        active = self.engine.status().active_requests > 0
+        # The engine reports state changes, not request starts: poll its cheap counters
+        # (every loaded model's: each has a worker of its own).
+        engine = self.engine
+        if isinstance(engine, Scheduler):
+            active = engine.active_requests() > 0
+        else:
+            active = engine.status().active_requests > 0
         if active and self._tuning:
             self._busy_while_tuning = True
         if active != self._active:

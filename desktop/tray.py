@@ -58,6 +58,7 @@ class TrayMenu(QMenu):
         # Submenus live as long as the menu; only their entries are rebuilt.
         self.models_menu = QMenu("Models", self)
         self.devices_menu = QMenu("Device", self)
+        self.loaded_menu = QMenu("In memory", self.models_menu)
         self.aboutToShow.connect(self.rebuild)
         self.rebuild()
 
@@ -108,8 +109,28 @@ class TrayMenu(QMenu):
             action.triggered.connect(lambda _=False, m=choice.id: controller.select_model(m))
             group.addAction(action)
             menu.addAction(action)
+        self._fill_loaded(menu)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
+
+    def _fill_loaded(self, menu: QMenu) -> None:
+        """An "In memory" submenu: the models held in memory, each with its measured memory
+        and device; choosing one unloads it (its engine worker ends)."""
+        loaded_menu = self.loaded_menu
+        loaded_menu.clear()
+        loaded = self.controller.loaded_models()
+        if not loaded:
+            return
+        menu.addSeparator()
+        menu.addMenu(loaded_menu)
+        loaded_menu.setToolTipsVisible(True)
+        for model in loaded:
+            memory = f"{model.memory_mb} MB" if model.memory_mb is not None else "? MB"
+            action = loaded_menu.addAction(f"Unload {model.id}  ({memory}, {model.device or '?'})")
+            action.setData(f"unload:{model.id}")
+            action.setToolTip("Ends its engine worker and returns the memory")
+            action.setEnabled(model.active_requests == 0)
+            action.triggered.connect(lambda _=False, m=model.id: self.controller.unload_model(m))
 
     def _fill_devices(self) -> None:
         menu, controller = self.devices_menu, self.controller

@@ -25,8 +25,9 @@ from engine.store.cli import run as run_store_command
 from engine.store.relocate import relocate_at_start
 
 if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
-    from engine.client import EngineClient, EngineStatus
+    from engine.client import EngineStatus
     from engine.models import ModelSpec
+    from engine.supervisor.scheduler import Scheduler
 
 logger = logging.getLogger("sidelight")
 
@@ -128,7 +129,7 @@ def _has_display() -> bool:
 
 
 def _tune_then_load(
-    engine: EngineClient, spec: ModelSpec, settings: Settings, stop: threading.Event
+    engine: Scheduler, spec: ModelSpec, settings: Settings, stop: threading.Event
 ) -> threading.Thread | None:
     """Load ``spec``; on a CPU, after the self-tune (seconds, first start on this CPU only).
 
@@ -147,7 +148,10 @@ def _tune_then_load(
     engine.expect_load(spec, settings.device, f"tuning the CPU before loading {spec.id}")
 
     def run() -> None:
-        engine.tune_cpu()
+        try:
+            engine.tune_cpu()
+        except Exception:  # requests wait for this load: it must come whatever the tune did
+            logger.exception("CPU self-tune failed; loading %s with default properties", spec.id)
         if stop.is_set():
             return
         if engine.status().model != spec:
@@ -171,7 +175,7 @@ def _finish_tune(tuner: threading.Thread | None) -> None:
             logger.warning("the CPU self-tune did not finish in %.0f s", TUNE_FINISH_SECONDS)
 
 
-def _wait_until_loaded(engine: EngineClient, stop: threading.Event, timeout: float) -> EngineStatus:
+def _wait_until_loaded(engine: Scheduler, stop: threading.Event, timeout: float) -> EngineStatus:
     """The engine's status once the start-up model is ready or failed, ``timeout`` passed, or
     ``stop`` was set (SIGINT/SIGTERM during the self-tune or the load ends the wait at once).
     """
@@ -200,7 +204,6 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from engine.client import READY, EngineClient
     from engine.logs import setup_logging
     from engine.models import ModelError, spec_from_path
     from engine.resources import demo_model_path
@@ -208,6 +211,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.server.runner import PortInUseError, ServerRunner
     from engine.store import ModelStore
     from engine.store.errors import disk_error
+    from engine.supervisor.scheduler import READY, Scheduler
 
     settings = settings.with_overrides(
         host=args.host, port=args.port, api_key=args.api_key, device=args.device
@@ -237,7 +241,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     stop = _stop_on_signals()
 
-    engine = EngineClient(settings, backend=args.backend)
+    engine = Scheduler(settings, backend=args.backend)  # one worker per loaded model
     engine.start()
     tuner = _tune_then_load(engine, spec, settings, stop)
     runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)

@@ -60,6 +60,7 @@ from engine.supervisor.states import (
     EngineState,
     EngineStatus,
     EngineUnavailable,
+    LoadedModel,
     RequestFailed,
     RequestOutcome,
 )
@@ -489,6 +490,76 @@ class EngineClient:
         except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
             logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
+    def acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None = None
+    ) -> EngineClient:
+        """This client serving ``spec``: switches to it when another model is loaded and
+        waits (bounded) for the load; blocks, so call it on a worker thread.
+
+        A lone client holds one model, so a switch ends the old model's in-flight replies;
+        :class:`engine.supervisor.scheduler.Scheduler` loads each model in a worker of its
+        own instead (what the server and the desktop use).
+        """
+        status = self.status()
+        if status.model is None or status.model.id != spec.id or status.state == IDLE:
+            self.load(spec, device or status.device)
+        wait = self._settings.load_wait_seconds if timeout is None else timeout
+        self.wait_for({READY, ERROR}, wait)
+        return self
+
+    def running(self, model_id: str) -> EngineClient | None:
+        """This client when ``model_id`` (any case, spaces trimmed) is loaded and ready."""
+        status = self.status()
+        wanted = model_id.strip().lower()
+        if status.state == READY and status.model and status.model.id.lower() == wanted:
+            return self
+        return None
+
+    def loaded(self) -> list[LoadedModel]:
+        """The model this worker holds (none, or one)."""
+        status = self.status()
+        if status.model is None:
+            return []
+        return [
+            LoadedModel(
+                id=status.model.id,
+                task=status.model.task,
+                state=status.state,
+                device=status.device,
+                memory_mb=None,
+                memory_estimated=True,
+                context_length=status.context_length,
+                expires_at=self.expires_at(),
+                active_requests=status.active_requests,
+                worker_pid=status.worker_pid,
+                default=True,
+            )
+        ]
+
+    def close_if_idle(self) -> bool:
+        """Refuse new requests from now on if none is in flight (then :meth:`close` it);
+        False while a request runs. Atomic with :meth:`submit`: the scheduler evicts a model
+        this way and so never cancels a running request. Any thread."""
+        with self._lock:
+            if self._streams:
+                return False
+            self._closing = True
+            self._changed.notify_all()
+            return True
+
+    def reopen(self) -> None:
+        """Take requests again after :meth:`close_if_idle` when the close did not happen
+        (the scheduler's eviction plan fell through). Any thread."""
+        with self._lock:
+            if not self._closing or self._process is None:
+                return
+            self._closing = False
+            if self._idle_thread is None or not self._idle_thread.is_alive():
+                self._idle_thread = threading.Thread(
+                    target=self._idle_timer, name="engine-idle", daemon=True
+                )
+                self._idle_thread.start()
+
     def unload(self) -> None:
         """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
         with self._lock:
@@ -711,7 +782,7 @@ class EngineClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             self._revive()
-            if self._process is None or self._status.state == STOPPED:
+            if self._process is None or self._status.state == STOPPED or self._closing:
                 raise EngineUnavailable("the engine is not running", self._status.state, None)
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)
@@ -747,6 +818,8 @@ class EngineClient:
             self._send(Cancel(request_id))
 
     def _check_ready(self) -> None:
+        if self._closing:
+            raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
         if self._revive():
             raise EngineUnavailable(
                 "the engine is restarting after repeated crashes; retry shortly", RESTARTING, 2

@@ -167,6 +167,15 @@ class Settings:
     # process ends and gives its memory back (Ollama's default: 5 minutes; a request's
     # keep_alive overrides it for that model). Negative: never unload for being idle.
     idle_unload_seconds: float = DEFAULT_IDLE_UNLOAD_SECONDS
+    # Memory the loaded models may hold together (MB): models stay loaded side by side
+    # while their measured worker memory fits it; a new model evicts the least recently
+    # used idle ones. 0 (auto): total RAM minus a reserve for the OS and other apps
+    # (the larger of 2 GB and a quarter of RAM). A model that fits nothing still loads
+    # alone.
+    memory_budget_mb: int = 0
+    # Seconds a request waits for its model: for busy models to go idle when it needs their
+    # room, then for the load; past it a 503 with Retry-After.
+    load_wait_seconds: float = 20.0
     log_level: str = "INFO"
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate
@@ -239,6 +248,10 @@ class Settings:
             raise SettingsError("engine_load_timeout_seconds must be positive")
         if not math.isfinite(self.idle_unload_seconds):
             raise SettingsError("idle_unload_seconds must be a number (negative: never unload)")
+        if self.memory_budget_mb < 0:
+            raise SettingsError("memory_budget_mb must be 0 (auto) or positive")
+        if not 0 < self.load_wait_seconds < math.inf:
+            raise SettingsError("load_wait_seconds must be a positive number")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -387,6 +400,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         idle_unload_seconds=_float(
             pick("SIDELIGHT_IDLE_UNLOAD_SECONDS", "idle_unload_seconds"), "idle_unload_seconds"
         ),
+        memory_budget_mb=_int(
+            pick("SIDELIGHT_MEMORY_BUDGET_MB", "memory_budget_mb"), "memory_budget_mb"
+        ),
+        load_wait_seconds=_float(
+            pick("SIDELIGHT_LOAD_WAIT_SECONDS", "load_wait_seconds"), "load_wait_seconds"
+        ),
         log_level=_str(pick("SIDELIGHT_LOG_LEVEL", "log_level")),
         hf_token=_str(pick("SIDELIGHT_HF_TOKEN", "hf_token")) or None,
         convert_python=_opt_path(pick("SIDELIGHT_CONVERT_PYTHON", "convert_python")),
@@ -429,6 +448,8 @@ CONFIG_KEYS = frozenset(
         "engine_watchdog_seconds",
         "engine_load_timeout_seconds",
         "idle_unload_seconds",
+        "memory_budget_mb",
+        "load_wait_seconds",
         "log_level",
         "hf_token",
         "convert_python",

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING, EngineClient
+from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING
 from engine.server.anthropic.routes import anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
@@ -49,11 +49,12 @@ from engine.server.responses.store import ResponseStore
 from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 from engine.store import ModelStore
+from engine.supervisor.scheduler import Engine, Scheduler
 
 
 def create_app(
     settings: Settings,
-    engine: EngineClient,
+    engine: Engine,
     store: ModelStore | None = None,
     monitor: RequestMonitor | None = None,
 ) -> Starlette:
@@ -77,6 +78,11 @@ def create_app(
         body["speculation"] = monitor.speculation.to_dict()  # per model, since start
         expires = engine.expires_at() if status.state == READY else None
         body["expires_at"] = expires.isoformat(timespec="seconds") if expires else None
+        # Every model a worker holds (the top-level fields speak of the default one).
+        body["models"] = [model.to_dict() for model in engine.loaded()]
+        if isinstance(engine, Scheduler):
+            body["memory_budget_mb"] = engine.budget_mb()
+            body["waiting_for_room"] = engine.waiting()
         if status.state == READY or (status.state == IDLE and status.unloaded):
             # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
             return JSONResponse(body)

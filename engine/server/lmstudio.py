@@ -9,19 +9,19 @@ Register these before the Ollama routes, whose last route catches every other ``
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import READY
 from engine.server.model_info import ModelDirectory, ModelInfo
 
 
 def lmstudio_routes(models: ModelDirectory) -> list[Route]:
     async def list_models(request: Request) -> Response:
-        loaded = _loaded_id(models)
+        loaded = set(models.loaded_contexts())
         return JSONResponse(
             {"object": "list", "data": [model_entry(i, loaded) for i in await models.all()]}
         )
@@ -31,7 +31,7 @@ def lmstudio_routes(models: ModelDirectory) -> list[Route]:
         info = await models.find(name)
         if info is None:
             return JSONResponse({"error": f"model '{name}' not found"}, status_code=404)
-        return JSONResponse(model_entry(info, _loaded_id(models)))
+        return JSONResponse(model_entry(info, set(models.loaded_contexts())))
 
     return [
         Route("/api/v0/models", list_models, methods=["GET"]),
@@ -39,8 +39,8 @@ def lmstudio_routes(models: ModelDirectory) -> list[Route]:
     ]
 
 
-def model_entry(info: ModelInfo, loaded: str | None) -> dict[str, Any]:
-    """One model in LM Studio's shape."""
+def model_entry(info: ModelInfo, loaded: Collection[str]) -> dict[str, Any]:
+    """One model in LM Studio's shape (``loaded``: the ids loaded now, each in a worker)."""
     entry: dict[str, Any] = {
         "id": info.id,
         "object": "model",
@@ -49,15 +49,10 @@ def model_entry(info: ModelInfo, loaded: str | None) -> dict[str, Any]:
         "arch": info.architecture or "unknown",
         "compatibility_type": "gguf" if info.format == "gguf" else "openvino",
         "quantization": info.quantization,
-        "state": "loaded" if info.id == loaded else "not-loaded",
+        "state": "loaded" if info.id in loaded else "not-loaded",
         "max_context_length": info.context_length or 0,
         "capabilities": ["tool_use"] if info.tools else [],
     }
-    if info.id == loaded:
+    if info.id in loaded:
         entry["loaded_context_length"] = info.context_length or 0
     return entry
-
-
-def _loaded_id(models: ModelDirectory) -> str | None:
-    status = models.status()
-    return status.model.id if status.model is not None and status.state == READY else None

@@ -32,6 +32,7 @@ from engine.models import ModelError, ModelSpec, ModelTask, read_chat_template, 
 from engine.server.monitor import note_model
 from engine.store import ModelStore, StoredModel, StoreError
 from engine.store.facts import folder_size, gguf_facts, ir_facts
+from engine.supervisor.states import LoadedModel
 from engine.worker.prepare import FIM_TOKENS
 
 logger = logging.getLogger(__name__)
@@ -88,9 +89,17 @@ class ModelInfo:
 
 
 class StatusSource(Protocol):
-    """What the directory asks of the engine: which model it has loaded."""
+    """What the directory asks of the engine: which models it has loaded."""
 
     def status(self) -> EngineStatus: ...
+
+    def loaded(self) -> list[LoadedModel]: ...
+
+    def running(self, model_id: str) -> StatusSource | None: ...
+
+    def release(self, reason: str = "unloaded") -> bool: ...
+
+    def set_keep_alive(self, seconds: float) -> None: ...
 
 
 class ModelDirectory:
@@ -110,6 +119,15 @@ class ModelDirectory:
         if status.model is not None:
             self.seen.setdefault(status.model.id, status.model)
         return status
+
+    def loaded_contexts(self) -> dict[str, int | None]:
+        """The models ready to answer now (each in its own worker) and the context each is
+        served with (None: unknown)."""
+        ready = {m.id: m.context_length for m in self.engine.loaded() if m.state == READY}
+        status = self.status()
+        if status.state == READY and status.model is not None:
+            ready.setdefault(status.model.id, status.context_length)
+        return ready
 
     def canonical(self, name: str) -> str:
         """The id ``name`` stands for: ids ignore case and surrounding spaces.
@@ -143,9 +161,16 @@ class ModelDirectory:
                 info = self._describe_spec(spec, None)
                 if info is not None:
                     infos[info.id] = info
-        loaded = status.model.id if status.model else None
-        ordered = sorted(infos.values(), key=lambda i: (i.id != loaded, i.id))
-        return [_live(info, status) for info in ordered]
+        loaded = {model.id for model in self.engine.loaded()}
+        if status.model is not None:
+            loaded.add(status.model.id)
+        ordered = sorted(infos.values(), key=lambda i: (i.id not in loaded, i.id))
+        return [_live(info, self._status_of(info.id, status)) for info in ordered]
+
+    def _status_of(self, model_id: str, default: EngineStatus) -> EngineStatus:
+        """The status of the worker serving ``model_id`` (the default's when none does)."""
+        engine = self.engine.running(model_id)
+        return engine.status() if engine is not None else default
 
     def _find_sync(self, name: str, status: EngineStatus) -> ModelInfo | None:
         name = self.canonical(name)
@@ -157,7 +182,7 @@ class ModelDirectory:
         spec = self.seen.get(name)
         if info is None and spec is not None:
             info = self._describe_spec(spec, None)
-        return _live(info, status) if info is not None else None
+        return _live(info, self._status_of(info.id, status)) if info is not None else None
 
     def _stored(self) -> list[StoredModel]:
         return self.store.list() if self.store is not None else []

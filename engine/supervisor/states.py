@@ -108,3 +108,61 @@ class EngineStatus:
 
 RequestOutcome = Literal["completed", "cancelled", "failed"]
 """How a finished request is counted in :class:`EngineStatus`."""
+
+
+ModelLoadState = Literal["loading", "loaded", "unloaded"]
+"""A model as ``/v1/models`` lists it: loading, loaded (takes requests), or not loaded."""
+
+
+def load_state(state: EngineState) -> ModelLoadState:
+    """The listing's word for an engine state."""
+    if state in (STARTING, LOADING, RESTARTING):
+        return "loading"
+    return "loaded" if state == READY else "unloaded"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """One model held by a worker, as ``/health``, ``/api/ps`` and the tray list it.
+
+    ``memory_mb`` is the worker's measured resident memory once it has loaded, else the
+    estimate from the model's files (``memory_estimated`` then says so).
+    """
+
+    id: str
+    task: str  # "chat", "embeddings" or "rerank"
+    state: EngineState
+    device: str | None
+    memory_mb: int | None
+    memory_estimated: bool
+    context_length: int | None
+    expires_at: datetime | None
+    active_requests: int
+    worker_pid: int | None
+    default: bool = False  # the model the tray and the chat window use
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task": self.task,
+            "state": self.state,
+            "device": self.device,
+            "memory_mb": self.memory_mb,
+            "memory_estimated": self.memory_estimated,
+            "context_length": self.context_length,
+            "expires_at": self.expires_at.isoformat(timespec="seconds")
+            if self.expires_at
+            else None,
+            "active_requests": self.active_requests,
+            "worker_pid": self.worker_pid,
+            "default": self.default,
+        }
+
+
+class NoRoom(Exception):
+    """A model does not fit the memory budget and the models to evict stayed busy for the
+    whole wait (their requests are never cancelled to make room): a 503 + Retry-After."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

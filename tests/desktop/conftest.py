@@ -26,11 +26,12 @@ from pytestqt.qtbot import QtBot
 from desktop.app import DesktopApp
 from desktop.autostart import XdgAutostart
 from desktop.chat import ChatOptions
-from engine.client import ERROR, READY, EngineClient
+from engine.client import ERROR, READY
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, spec_from_path
 from engine.resources import demo_model_path
 from engine.settings import load_settings
+from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
 
 GREEDY = ChatOptions(sampling=SamplingParams(temperature=0))
@@ -41,7 +42,7 @@ LONG_REPLY = ChatOptions(
 
 
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineClient]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scheduler]:
     home = tmp_path_factory.mktemp("engine-home")
     # Every token its own delta: the worst case for the GUI thread, and what the
     # chunk-count checks expect (merging fast tokens has its own engine tests; so has
@@ -53,7 +54,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineClient]:
     }
     settings = load_settings(env)
     settings.paths.ensure()
-    client = EngineClient(settings)
+    client = Scheduler(settings)  # what the app runs on: one worker per loaded model
     client.start()
     yield client
     client.close()
@@ -65,7 +66,7 @@ def cpu_devices() -> list[DeviceInfo]:
     return discover_devices()
 
 
-def ensure_demo_on_cpu(engine: EngineClient) -> None:
+def ensure_demo_on_cpu(engine: Scheduler) -> None:
     status = engine.status()
     model = status.model.id if status.model else None
     if (status.state, model, status.device) == (READY, DEMO_MODEL_ID, "CPU"):
@@ -78,7 +79,7 @@ def ensure_demo_on_cpu(engine: EngineClient) -> None:
 @pytest.fixture
 def make_desktop(
     qtbot: QtBot,
-    engine: EngineClient,
+    engine: Scheduler,
     cpu_devices: list[DeviceInfo],
     sidelight_home: Path,
     tmp_path: Path,

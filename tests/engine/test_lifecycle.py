@@ -163,16 +163,16 @@ def test_a_model_unloaded_between_lookup_and_submit_is_loaded_again(
     try:
         pid = load_tiny(client, tiny_model)
         pipeline = Pipeline(client)
-        lookup = pipeline.resolver.chat_model
+        lookup = pipeline.resolver.chat_engine
         released: list[bool] = []
 
         async def lookup_then_unload(name: str) -> object:
-            spec = await lookup(name)
+            found = await lookup(name)
             if not released:
                 released.append(client.release("idle"))
-            return spec
+            return found
 
-        pipeline.resolver.chat_model = lookup_then_unload  # type: ignore[method-assign,assignment]
+        pipeline.resolver.chat_engine = lookup_then_unload  # type: ignore[method-assign,assignment]
         request = GenerateRequest(
             model="sidelight-demo",
             dialect="openai",

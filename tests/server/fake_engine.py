@@ -31,6 +31,7 @@ from engine.client import (
     RequestFailed,
 )
 from engine.models import ModelSpec
+from engine.supervisor.states import LoadedModel
 from engine.worker.messages import (
     Finished,
     FinishReason,
@@ -86,6 +87,39 @@ class FakeEngine:
 
     def set_keep_alive(self, seconds: float) -> None:
         self.keep_alive = seconds
+
+    def acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None = None
+    ) -> FakeEngine:
+        """One fake worker for every model: naming another model 'loads' it."""
+        if self.model is None or self.model.id != spec.id or self.state == IDLE:
+            self.load(spec, device)
+        return self
+
+    def running(self, model_id: str) -> FakeEngine | None:
+        wanted = model_id.strip().lower()
+        if self.state == READY and self.model is not None and self.model.id.lower() == wanted:
+            return self
+        return None
+
+    def loaded(self) -> list[LoadedModel]:
+        if self.model is None:
+            return []
+        return [
+            LoadedModel(
+                self.model.id,
+                self.model.task,
+                self.state,
+                "CPU",
+                None,
+                True,
+                2048,
+                None,
+                0,
+                None,
+                True,
+            )
+        ]
 
     def expires_at(self) -> datetime | None:
         return None

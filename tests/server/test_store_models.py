@@ -30,8 +30,8 @@ def test_models_lists_loaded_and_stored(server: ServerProcess) -> None:
     data = httpx.get(f"{server.base_url}/v1/models").json()["data"]
     by_id = {m["id"]: m for m in data}
     assert set(by_id) == {"sidelight-demo", "tiny-gguf"}
-    assert by_id["sidelight-demo"]["status"] == "ready"
-    assert by_id["tiny-gguf"]["status"] == "available"
+    assert by_id["sidelight-demo"]["status"] == "loaded"  # loaded, loading or unloaded
+    assert by_id["tiny-gguf"]["status"] == "unloaded"
     assert by_id["tiny-gguf"]["format"] == "gguf"
 
 
@@ -46,7 +46,10 @@ def test_request_for_stored_model_loads_it(
         )
         assert response.model == model
         assert response.choices[0].message.content == hello["reply"]
-        assert server.health().json()["model"] == model
+        # Each model has a worker of its own: both stay loaded, the default one on top.
+        loaded = {m["id"]: m["state"] for m in server.health().json()["models"]}
+        assert loaded[model] == "ready"
+    assert server.health().json()["model"] == "sidelight-demo"
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc", "a/../../b", "..", "tiny-gguf/../../etc"])

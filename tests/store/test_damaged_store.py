@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,8 +192,8 @@ def test_the_server_lists_around_damaged_entries(
 def test_a_served_gguf_damaged_later_is_refused_before_the_engine_opens_it(
     sidelight_home: Path, tmp_path: Path
 ) -> None:
-    """A GGUF served from a path is remembered for the session; cut short after a switch
-    away, asking for it again is a 422 naming the damage, not a load of a broken file."""
+    """A GGUF served from a path is remembered for the session; cut short once it was
+    unloaded, asking for it again is a 422 naming the damage, not a load of a broken file."""
     store = ModelStore(sidelight_home / "models")
     add_demo(store, "demo")
     gguf = tmp_path / "served.gguf"
@@ -206,6 +207,13 @@ def test_a_served_gguf_damaged_later_is_refused_before_the_engine_opens_it(
             f"{url}/v1/chat/completions", json={**chat, "model": "demo"}, timeout=60
         )
         assert switched.status_code == 200, switched.text
+        # Each model has a worker of its own, so "served" is still loaded: unload it.
+        unload = {"model": "served", "keep_alive": 0}
+        assert httpx.post(f"{url}/api/generate", json=unload, timeout=60).status_code == 200
+        deadline = time.monotonic() + 60
+        while any(m["id"] == "served" for m in server.health().json()["models"]):
+            assert time.monotonic() < deadline, server.health().json()
+            time.sleep(0.05)
         with gguf.open("r+b") as file:
             file.truncate(gguf.stat().st_size // 2)
         again = httpx.post(f"{url}/v1/chat/completions", json={**chat, "model": "served"})
@@ -214,4 +222,5 @@ def test_a_served_gguf_damaged_later_is_refused_before_the_engine_opens_it(
         assert error["code"] == "model_damaged" and error["param"] == "model"
         assert "not a valid GGUF file" in error["message"]
         health = httpx.get(f"{url}/health").json()
-        assert health["model"] == "demo" and health["restarts"] == 0
+        loaded = {m["id"]: m["state"] for m in health["models"]}
+        assert loaded == {"demo": "ready"} and health["restarts"] == 0

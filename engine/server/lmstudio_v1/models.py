@@ -44,9 +44,10 @@ class ModelLoader(Protocol):
 
 
 class EngineControl(Protocol):
-    """What unloading asks of the engine (:class:`engine.client.EngineClient`)."""
+    """What unloading asks of the engine (the scheduler, or a lone client): unload the
+    default model (it may block while its worker exits: called on a thread)."""
 
-    def unload(self) -> None: ...
+    def unload(self) -> object: ...
 
     def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus: ...
 
@@ -58,12 +59,10 @@ class ModelServing:
         self._engine = engine
 
     async def list_models(self, request: Request) -> Response:
-        status = self._models.status()
-        loaded = _loaded(status)
-        context = status.context_length
+        loaded = self._models.loaded_contexts()  # every model with a worker of its own
         entries = [
             protocol.model_entry(
-                info, (context or info.context_length or 0) if info.id == loaded else None
+                info, (loaded[info.id] or info.context_length or 0) if info.id in loaded else None
             )
             for info in await self._models.all()
         ]
@@ -103,8 +102,15 @@ class ModelServing:
 
     async def unload(self, request: Request) -> Response:
         body = await parse_body(request, protocol.UnloadRequest)
-        loaded = _loaded(self._models.status())
-        if loaded is None or self._models.canonical(body.instance_id) != loaded:
+        wanted = self._models.canonical(body.instance_id)
+        default = _loaded(self._models.status())
+        other = None if wanted == default else self._models.engine.running(wanted)
+        if other is not None:  # not the default model: end its own worker
+            if not await asyncio.to_thread(other.release, "unloaded"):
+                other.set_keep_alive(0)  # busy: it goes once its requests end
+            return JSONResponse({"instance_id": wanted})
+        loaded = default
+        if loaded is None or wanted != loaded:
             raise APIError(
                 404,
                 f"instance_id: no loaded model instance '{_shown(body.instance_id)}'; "
@@ -112,7 +118,7 @@ class ModelServing:
                 param="instance_id",
                 code="model_not_found",
             )
-        self._engine.unload()
+        await asyncio.to_thread(self._engine.unload)
         await asyncio.to_thread(self._engine.wait_for, {IDLE, ERROR, STOPPED}, UNLOAD_WAIT_SECONDS)
         return JSONResponse({"instance_id": loaded})
 

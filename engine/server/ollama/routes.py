@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from engine.client import EngineClient
 from engine.server.errors import APIError
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
@@ -23,6 +22,7 @@ from engine.server.ollama.serving_embed import EmbedServing
 from engine.server.ollama.serving_generate import GenerationServing
 from engine.server.request_body import parse_body
 from engine.server.streaming import ClientGone
+from engine.supervisor.scheduler import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _MANAGEMENT = {
 }
 
 
-def ollama_routes(serving: OllamaServing, engine: EngineClient) -> list[Route]:
+def ollama_routes(serving: OllamaServing, engine: Engine) -> list[Route]:
     generation = GenerationServing(serving)
     embeddings = EmbedServing(serving, engine)
 

@@ -90,19 +90,20 @@ class OllamaServing:
         """Whether an empty request's ``keep_alive`` asks to unload (Ollama: ``0``)."""
         return keep_alive is not None and parse_keep_alive(keep_alive) == 0
 
-    def keep_alive(self, keep_alive: float | str | None) -> None:
-        """Apply an empty (load-only) request's ``keep_alive`` to the loaded model."""
-        if keep_alive is not None:
-            self.pipeline.engine.set_keep_alive(parse_keep_alive(keep_alive))
+    def keep_alive(self, keep_alive: float | str | None, model_id: str) -> None:
+        """Apply an empty (load-only) request's ``keep_alive`` to the loaded ``model_id``."""
+        engine = self.pipeline.engine.running(model_id)
+        if keep_alive is not None and engine is not None:
+            engine.set_keep_alive(parse_keep_alive(keep_alive))
 
     def unload(self, model_id: str) -> None:
-        """Unload ``model_id`` if it is the loaded one: at once when idle, else after its
-        requests end (they are never cancelled)."""
-        status = self.models.status()
-        if status.model is None or status.model.id != model_id:
+        """Unload ``model_id`` if it is loaded: at once when idle, else after its requests
+        end (they are never cancelled). Other loaded models stay."""
+        engine = self.pipeline.engine.running(model_id)
+        if engine is None:
             return
-        if not self.pipeline.engine.release("keep_alive 0"):
-            self.pipeline.engine.set_keep_alive(0)
+        if not engine.release("keep_alive 0"):
+            engine.set_keep_alive(0)
 
     # ---- model metadata ------------------------------------------------------------------
 
@@ -110,15 +111,17 @@ class OllamaServing:
         return {"models": [protocol.tags_entry(info) for info in await self.models.all()]}
 
     async def ps(self) -> dict[str, Any]:
-        status = self.models.status()
-        if status.model is None or status.state not in ("ready", "loading"):
-            return {"models": []}
-        info = await self.models.find(status.model.id)
-        if info is None:
-            return {"models": []}
-        on_gpu = bool(status.device) and not str(status.device).startswith("CPU")
-        expires = self.pipeline.engine.expires_at()
-        return {"models": [protocol.ps_entry(info, status.context_length, on_gpu, expires)]}
+        """Every loaded (or loading) model, the default first, with when it unloads."""
+        entries = []
+        for model in self.pipeline.engine.loaded():
+            if model.state not in ("ready", "loading"):
+                continue
+            info = await self.models.find(model.id)
+            if info is None:
+                continue
+            on_gpu = bool(model.device) and not str(model.device).startswith("CPU")
+            entries.append(protocol.ps_entry(info, model.context_length, on_gpu, model.expires_at))
+        return {"models": entries}
 
     async def show(self, name: str) -> dict[str, Any]:
         info = await self.find(name)

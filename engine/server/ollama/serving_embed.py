@@ -14,18 +14,20 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineClient, EngineUnavailable, RequestFailed
+from engine.client import EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, log_ignored
-from engine.server.pipeline.engine import request_failed, unavailable
+from engine.server.pipeline.engine import no_room, request_failed, unavailable
 from engine.server.request_body import parse_body
+from engine.supervisor.scheduler import Engine
+from engine.supervisor.states import NoRoom
 from engine.worker.messages import Embedded
 
 
 class EmbedServing:
-    def __init__(self, serving: OllamaServing, engine: EngineClient) -> None:
+    def __init__(self, serving: OllamaServing, engine: Engine) -> None:
         self._serving = serving
         self._engine = engine  # embeddings do not go through the generation pipeline
 
@@ -71,6 +73,8 @@ class EmbedServing:
         ``prompt_eval_count``; false refuses it with a 400 naming both numbers."""
         try:
             return await self._engine.embed(info.spec, texts, truncate=truncate)
+        except NoRoom as exc:
+            raise no_room(exc) from exc
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:

@@ -72,7 +72,7 @@ class GenerationServing:
             return _loaded(body.model, empty, reason="unload")
         resolved = await self._serving.load(info)
         if not body.messages:
-            self._serving.keep_alive(body.keep_alive)
+            self._serving.keep_alive(body.keep_alive, resolved.spec.id)
             return _loaded(body.model, empty)
         generate = _generate_request(
             body, info, messages=_template_messages(body.messages), tools=tools
@@ -109,7 +109,7 @@ class GenerationServing:
             return _loaded(body.model, {"response": ""}, reason="unload")
         resolved = await self._serving.load(info)
         if not body.prompt and not body.suffix:
-            self._serving.keep_alive(body.keep_alive)
+            self._serving.keep_alive(body.keep_alive, resolved.spec.id)
             return _loaded(body.model, {"response": ""})
         generate = _generate_request(
             body, info, messages=messages, prompt=prompt, suffix=body.suffix or None

@@ -10,16 +10,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import EngineClient
 from engine.server.anthropic import protocol as anthropic
 from engine.server.openai.serving_chat import ChatServing
 from engine.server.openai.serving_completions import CompletionServing
 from engine.server.openai.serving_embeddings import EmbeddingServing
 from engine.server.openai.serving_models import ModelCards
 from engine.server.pipeline import Pipeline
+from engine.supervisor.scheduler import Engine
 
 
-def openai_routes(pipeline: Pipeline, engine: EngineClient) -> list[Route]:
+def openai_routes(pipeline: Pipeline, engine: Engine) -> list[Route]:
     chat = ChatServing(pipeline)
     completions = CompletionServing(pipeline)
     embeddings = EmbeddingServing(pipeline.resolver, engine)

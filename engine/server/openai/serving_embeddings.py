@@ -9,17 +9,19 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineClient, EngineUnavailable, RequestFailed
+from engine.client import EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.pipeline.engine import request_failed, unavailable
+from engine.server.pipeline.engine import no_room, request_failed, unavailable
 from engine.server.pipeline.models import ModelResolver
 from engine.server.request_body import parse_body
 from engine.server.streaming import unless_disconnected
+from engine.supervisor.scheduler import Engine
+from engine.supervisor.states import NoRoom
 
 
 class EmbeddingServing:
-    def __init__(self, resolver: ModelResolver, engine: EngineClient) -> None:
+    def __init__(self, resolver: ModelResolver, engine: Engine) -> None:
         self._resolver = resolver
         self._engine = engine
 
@@ -28,6 +30,8 @@ class EmbeddingServing:
         spec = await self._resolver.embedding_model(body.model)
         try:
             result = await unless_disconnected(request, self._engine.embed(spec, body.texts()))
+        except NoRoom as exc:
+            raise no_room(exc) from exc
         except EngineUnavailable as exc:
             raise unavailable(exc) from exc
         except RequestFailed as exc:

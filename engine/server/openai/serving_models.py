@@ -1,4 +1,5 @@
-"""``GET /v1/models`` and ``GET /v1/models/{id}``: the loaded model first, then the store.
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the loaded models first, then the store;
+``status`` says ``loaded``, ``loading`` or ``unloaded`` per model.
 
 Runs on the event loop; reading manifests happens on a thread.
 """
@@ -6,13 +7,16 @@ Runs on the event loop; reading manifests happens on a thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelSpec
+from engine.models import ModelError, ModelSpec
 from engine.server.model_info import ModelDirectory
 from engine.server.openai import protocol
 from engine.server.pipeline.models import not_found
+from engine.store import StoreError
+from engine.supervisor.states import load_state
 
 
 class ModelCards:
@@ -37,12 +41,28 @@ class ModelCards:
         models = self._models
         status = models.status()
         cards: dict[str, dict[str, Any]] = {}
-        if status.model is not None:
-            context = status.context_length or status.model.context_length
+        running = [(m.id, m.state, m.context_length) for m in models.engine.loaded()]
+        if status.model is not None and status.model.id not in {mid for mid, _, _ in running}:
+            running.insert(0, (status.model.id, status.state, status.context_length))
+        for model_id, state, context_length in running:
+            spec = models.seen.get(model_id) or (
+                status.model if status.model and status.model.id == model_id else None
+            )
+            if spec is None and models.store is not None:
+                with contextlib.suppress(StoreError, ModelError):
+                    spec = models.store.spec(model_id)
+            if spec is None:
+                continue
+            context = context_length or spec.context_length
             served = {"context_length": context, "max_model_len": context}  # vLLM's name too
-            cards[status.model.id] = {**_spec_card(status.model), **served, "status": status.state}
+            cards[spec.id] = {
+                **_spec_card(spec),
+                **served,
+                "status": load_state(state),
+                "state": state,
+            }
         for spec in models.seen.values():
-            cards.setdefault(spec.id, {**_spec_card(spec), "status": "available"})
+            cards.setdefault(spec.id, {**_spec_card(spec), "status": "unloaded"})
         for stored in models.store.list() if models.store else []:
             if stored.id not in cards:
                 info = stored.describe()
@@ -52,7 +72,7 @@ class ModelCards:
                     "format": info.get("format"),
                     "task": info.get("task", "chat"),
                     "capabilities": info.get("capabilities"),
-                    "status": "available",
+                    "status": "unloaded",
                 }
         return [protocol.model_card(mid, **card) for mid, card in cards.items()]
 
@@ -69,5 +89,5 @@ def _spec_card(spec: ModelSpec) -> dict[str, Any]:
         "created": _mtime(spec.path),
         "context_length": spec.context_length,
         "format": spec.format,
-        "task": "chat",
+        "task": spec.task,
     }

@@ -14,6 +14,7 @@ from typing import Protocol
 from engine.client import EngineStatus, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec
 from engine.server.errors import APIError
+from engine.supervisor.states import LoadedModel, NoRoom
 from engine.worker.messages import Finished, GenerationRequest, RequestAccepted, TextDelta
 
 # How each refusal code of the worker reaches a client.
@@ -45,7 +46,31 @@ class EngineStream(Protocol):
 
 
 class EngineLike(Protocol):
-    """What the pipeline asks of the engine (:class:`engine.client.EngineClient`)."""
+    """What the pipeline asks of the engine: the scheduler
+    (:class:`engine.supervisor.scheduler.Scheduler`, one worker per model) or one
+    :class:`engine.client.EngineClient`. ``status``, ``submit``, ``set_keep_alive``, ... speak
+    of the default (or only) model; :meth:`acquire` and :meth:`running` give a model's own.
+    """
+
+    def acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None = None
+    ) -> EngineLike:
+        """The engine serving ``spec``, loading it when needed and waiting (bounded: by
+        default ``Settings.load_wait_seconds``) for room and for the load; blocks (call it
+        on a worker thread).
+
+        Raises:
+            NoRoom: the memory budget stayed held by busy models for the whole wait.
+        """
+        ...
+
+    def running(self, model_id: str) -> EngineLike | None:
+        """The engine of ``model_id`` when it is loaded and ready (never blocks)."""
+        ...
+
+    def loaded(self) -> list[LoadedModel]:
+        """Every loaded (or loading) model."""
+        ...
 
     def status(self) -> EngineStatus: ...
 
@@ -85,6 +110,13 @@ def unavailable(exc: EngineUnavailable) -> APIError:
     """503 for an engine that cannot take requests now (loading, restarting, no model)."""
     headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
     return APIError(503, str(exc), code=f"engine_{exc.state}", headers=headers)
+
+
+def no_room(exc: NoRoom) -> APIError:
+    """503 + Retry-After for a model that waited in vain for busy models to leave room."""
+    return APIError(
+        503, str(exc), code="model_no_room", headers={"Retry-After": str(exc.retry_after)}
+    )
 
 
 def engine_failed(message: str | None) -> APIError:

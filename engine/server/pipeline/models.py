@@ -10,26 +10,27 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING
+from engine.client import ERROR, LOADING, READY, EngineUnavailable
 from engine.gguf import GGUFError
 from engine.gguf_check import check_gguf
 from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
-from engine.server.pipeline.engine import EngineLike
+from engine.server.pipeline.engine import EngineLike, no_room, unavailable
 from engine.store import ModelStore, StoreError
+from engine.supervisor.states import NoRoom
 
 logger = logging.getLogger(__name__)
 
-# How long a request waits for a model to load before answering 503 + Retry-After.
-LOAD_WAIT_SECONDS = 20.0
+# How long a request waits for its model: Settings.load_wait_seconds (the engine's acquire).
 RETRY_AFTER_SECONDS = 5
 
 
 class ModelResolver:
-    """Models a request may name: the loaded one (which may have come from a path) and
-    every model in the store; naming a stored model that is not loaded loads it."""
+    """Models a request may name: the loaded ones (one may have come from a path) and
+    every model in the store; naming a stored model that is not loaded loads it in a worker
+    of its own (the scheduler), beside the others."""
 
     def __init__(
         self, engine: EngineLike, store: ModelStore | None, models: ModelDirectory
@@ -39,7 +40,14 @@ class ModelResolver:
         self.models = models
 
     async def chat_model(self, name: str) -> ModelSpec:
-        """The spec to generate ``name`` with, loading it from the store when needed.
+        """The spec to generate ``name`` with (see :meth:`chat_engine`)."""
+        spec, _ = await self.chat_engine(name)
+        return spec
+
+    async def chat_engine(self, name: str) -> tuple[ModelSpec, EngineLike]:
+        """The spec to generate ``name`` with and the engine (worker) serving it, loading
+        it from the store when needed. Other loaded models keep serving: the scheduler
+        gives each model a worker of its own and never cancels a request to make room.
 
         ``name`` may differ from the id in case and surrounding spaces: a request for
         ``TINY-CODER`` is served by (and never reloads) the loaded ``tiny-coder``.
@@ -47,44 +55,51 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown (or path-like) name; 400 for an embedding model;
                 422 for a damaged one; 503 with Retry-After while a model takes longer than
-                :data:`LOAD_WAIT_SECONDS` to load; 500 when loading failed.
+                the load wait to load, or while busy models hold the memory it needs; 500
+                when loading failed.
         """
         note_model(requested=name)
-        status = self.models.status()
+        self.models.status()  # notes the default model (perhaps from a path) in seen
         name = self.models.canonical(name)
-        if status.model is None or status.model.id != name:
-            # Read on the loop: awaiting here would let a second request start the same load.
-            seen = self.models.seen.get(name)
-            spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
-            if spec.task != "chat":
-                route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
-                what = "a reranker" if spec.task == "rerank" else "an embedding model"
-                raise APIError(
-                    400,
-                    f"'{name}' is {what}; use POST {route} with it",
-                    param="model",
-                    code="model_not_generative",
-                )
-            current = status.model.id if status.model else "no model"
-            logger.info("request for %s: switching from %s", name, current)
-            self.engine.load(spec, status.device)
-        elif status.state not in (LOADING, RESTARTING, STARTING):
-            note_model(status.model.id)
-            return status.model
-        status = await asyncio.to_thread(self.engine.wait_for, {READY, ERROR}, LOAD_WAIT_SECONDS)
+        engine = self.engine.running(name)
+        if engine is not None:
+            status = engine.status()
+            if status.model is not None:
+                self.models.seen.setdefault(status.model.id, status.model)
+                note_model(status.model.id)
+                return status.model, engine
+        seen = self.models.seen.get(name)
+        spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
+        if spec.task != "chat":
+            route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
+            what = "a reranker" if spec.task == "rerank" else "an embedding model"
+            raise APIError(
+                400,
+                f"'{name}' is {what}; use POST {route} with it",
+                param="model",
+                code="model_not_generative",
+            )
+        logger.info("request for %s: loading it", name)
+        try:
+            engine = await asyncio.to_thread(
+                self.engine.acquire, spec, self.engine.status().device, None
+            )
+        except NoRoom as exc:
+            raise no_room(exc) from exc
+        except EngineUnavailable as exc:
+            if exc.state == LOADING:  # start-up work before the load took the whole wait
+                raise still_loading(name, str(exc)) from exc
+            raise unavailable(exc) from exc
+        status = engine.status()
         if status.state == READY and status.model is not None and status.model.id == name:
+            self.models.seen.setdefault(name, status.model)
             note_model(name)
-            return status.model
+            return status.model, engine
         if status.state == ERROR:
             raise APIError(
                 500, status.message or f"could not load {name}", code="model_load_failed"
             )
-        raise APIError(
-            503,
-            f"{name} is still loading; retry shortly",
-            code="model_loading",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
+        raise still_loading(name)
 
     async def embedding_model(self, name: str) -> ModelSpec:
         """The embedding model ``name`` (from the store, or seen this session).
@@ -121,7 +136,8 @@ class ModelResolver:
         return spec
 
     async def _encoder(self, name: str) -> ModelSpec:
-        """The model ``name`` for a request that runs beside the chat model (no load here)."""
+        """The encoder ``name`` (no load here: ``Scheduler.embed``/``rerank`` load it in a
+        worker of its own when the request runs)."""
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
@@ -170,4 +186,14 @@ def _damaged(name: str, exc: Exception) -> APIError:
         f"the model '{name}' is damaged: {exc}; remove it (sidelight rm) and download it again",
         param="model",
         code="model_damaged",
+    )
+
+
+def still_loading(name: str, why: str | None = None) -> APIError:
+    """503 + Retry-After for a model whose load takes longer than the request may wait."""
+    return APIError(
+        503,
+        why or f"{name} is still loading; retry shortly",
+        code="model_loading",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )

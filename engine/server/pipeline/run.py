@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator
 
-from engine.client import EngineUnavailable, RequestFailed
+from engine.client import STOPPED, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
@@ -109,9 +109,9 @@ class Pipeline:
     async def _start_once(
         self, request: GenerateRequest, tracker: GenerationTracker, *, retry: bool = True
     ) -> Generation:
-        spec = await self.resolve_model(request.model)
+        spec, engine = await self.resolver.chat_engine(request.model)
         tracker.resolved(spec.id)
-        status = self.engine.status()
+        status = engine.status()
         if request.suffix is not None and status.fim_tokens is None:
             raise APIError(
                 400,
@@ -122,9 +122,11 @@ class Pipeline:
             )
         plan = plan_request(request, status.chat_template)
         try:
-            stream = self.engine.submit(engine_request(request, plan))
+            stream = engine.submit(engine_request(request, plan))
         except EngineUnavailable as exc:
-            if retry and self.engine.status().unloaded is not None:
+            # The model left between its lookup and the submit (idle unload, evicted):
+            # look it up again, which loads it (once).
+            if retry and (exc.state == STOPPED or engine.status().unloaded is not None):
                 raise _UnloadedMeanwhile from exc
             raise unavailable(exc) from exc
         tracker.submitted()
