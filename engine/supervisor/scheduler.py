@@ -41,10 +41,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.client import EngineClient, RequestStream
 from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor import budget
+from engine.supervisor.client import EngineClient
 from engine.supervisor.states import (
     ERROR,
     IDLE,
@@ -58,6 +58,7 @@ from engine.supervisor.states import (
     LoadedModel,
     NoRoom,
 )
+from engine.supervisor.streams import RequestStream
 from engine.worker.messages import Embedded, GenerationRequest, Reranked
 
 __all__ = [  # with the states a caller of the default view waits for
