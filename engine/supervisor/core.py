@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.settings import Settings
-from engine.supervisor.states import STOPPED, EngineStatus
+from engine.supervisor.states import STOPPED, EngineState, EngineStatus
 from engine.worker.messages import Command, LoadModel
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class ClientCore:
             self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
+    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
         """Block until the state is one of ``states`` (for the CLI and tests)."""
         deadline = time.monotonic() + timeout
         with self._changed:

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
+from typing import Final
 
 from engine.supervisor.core import ClientCore
 from engine.supervisor.states import (
@@ -32,6 +33,7 @@ from engine.worker.messages import (
     Embedded,
     Event,
     Finished,
+    FinishReason,
     LoadProgress,
     ModelLoaded,
     ModelLoadFailed,
@@ -44,6 +46,14 @@ from engine.worker.messages import (
 )
 
 logger = logging.getLogger(__name__)
+
+OUTCOMES: Final[dict[FinishReason, RequestOutcome]] = {
+    "stop": "completed",
+    "length": "completed",
+    "cancelled": "cancelled",
+    "error": "failed",
+}
+"""How each way a request ends is counted in :class:`EngineStatus`."""
 
 
 class EventRouter(ClientCore):
@@ -87,13 +97,8 @@ class EventRouter(ClientCore):
         return handover
 
     def _count(self, finished: Finished) -> None:
-        field: RequestOutcome
-        if finished.finish_reason == "cancelled":
-            field = "cancelled"
-        elif finished.finish_reason == "error":
-            field = "failed"
-        else:
-            field = "completed"
+        """Count a finished request in the status (lock held)."""
+        field = OUTCOMES[finished.finish_reason]
         self._status = replace(self._status, **{field: getattr(self._status, field) + 1})
         if finished.finish_reason == "cancelled":
             logger.info("request %d cancelled", finished.request_id)

@@ -53,6 +53,7 @@ from engine.supervisor.states import (
     RESTARTING,
     STARTING,
     STOPPED,
+    EngineState,
     EngineStatus,
     EngineUnavailable,
     LoadedModel,
@@ -223,7 +224,7 @@ class Scheduler:
         if new:
             self._start_client(model_key(spec.id), spec, client, device)
         self._notify()
-        states = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
+        states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
         client.wait_for(states, max(0.0, deadline - time.monotonic()))
         return client
 
@@ -437,7 +438,7 @@ class Scheduler:
             self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
+    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
         """Block until the default view's state is one of ``states`` (CLI and tests)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import ERROR, IDLE, READY, STOPPED, EngineStatus
+from engine.client import ERROR, IDLE, READY, STOPPED, EngineState, EngineStatus
 from engine.models import ModelSpec
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
@@ -49,7 +49,7 @@ class EngineControl(Protocol):
 
     def unload(self) -> object: ...
 
-    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus: ...
+    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus: ...
 
 
 class ModelServing:

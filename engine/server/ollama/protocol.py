@@ -31,6 +31,9 @@ from engine.server.model_info import ModelInfo
 # Recent Ollama clients check the server version; this is one they all accept.
 OLLAMA_VERSION = "0.12.0"
 
+DoneReason = Literal["stop", "length"]
+"""A generation's ``done_reason``: ``length`` when its token limit ended it, else ``stop``."""
+
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -330,7 +333,7 @@ def generate_line(model: str, text: str, thinking: str | None = None) -> dict[st
 
 
 def final_fields(
-    done_reason: str,
+    done_reason: DoneReason,
     *,
     total_seconds: float,
     load_seconds: float,

@@ -20,6 +20,7 @@ from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.pipeline import Pipeline
 from engine.server.sampling import sampling_params
+from engine.supervisor.states import LOADING, READY
 from engine.worker.messages import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class OllamaServing:
         """Every loaded (or loading) model, the default first, with when it unloads."""
         entries = []
         for model in self.pipeline.engine.loaded():
-            if model.state not in ("ready", "loading"):
+            if model.state not in (READY, LOADING):
                 continue
             info = await self.models.find(model.id)
             if info is None:

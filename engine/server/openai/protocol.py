@@ -29,7 +29,7 @@ from engine.server.fields import (
     check_schema,
     check_schema_size,
 )
-from engine.server.pipeline import Done
+from engine.server.pipeline import Done, FinishReason
 from engine.server.sampling import sampling_params
 from engine.worker.messages import SamplingParams
 
@@ -362,7 +362,7 @@ def chat_completion(
     created: int,
     model: str,
     message: dict[str, Any],
-    finish_reason: str,
+    finish_reason: FinishReason,
     usage_: dict[str, int],
     logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -389,7 +389,7 @@ def chat_chunk(
     created: int,
     model: str,
     delta: dict[str, Any] | None,
-    finish_reason: str | None = None,
+    finish_reason: FinishReason | None = None,
     usage_: dict[str, int] | None = None,
     with_usage_field: bool = False,
 ) -> dict[str, Any]:
@@ -414,7 +414,7 @@ def text_completion(
     created: int,
     model: str,
     text: str | None,
-    finish_reason: str | None,
+    finish_reason: FinishReason | None,
     usage_: dict[str, int] | None,
     *,
     chunk: bool = False,

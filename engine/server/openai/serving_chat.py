@@ -20,6 +20,7 @@ from engine.server.errors import APIError
 from engine.server.openai import protocol
 from engine.server.pipeline import (
     Done,
+    FinishReason,
     GenerateRequest,
     Generation,
     Logprobs,
@@ -126,7 +127,7 @@ async def _stream(
 
     def chunk(
         delta: dict[str, Any] | None,
-        finish: str | None = None,
+        finish: FinishReason | None = None,
         usage: dict[str, int] | None = None,
         logprobs: dict[str, Any] | None = None,
     ) -> str:

@@ -16,7 +16,14 @@ from starlette.responses import JSONResponse, Response
 from engine.parsing import ContentDelta
 from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.pipeline import Done, GenerateRequest, Generation, Logprobs, Pipeline
+from engine.server.pipeline import (
+    Done,
+    FinishReason,
+    GenerateRequest,
+    Generation,
+    Logprobs,
+    Pipeline,
+)
 from engine.server.request_body import parse_body
 from engine.server.streaming import EventStreamResponse, sse, unless_disconnected
 
@@ -78,7 +85,7 @@ async def _stream(
     offset = len(echo)
     tokens: tuple[tuple[str, float], ...] = ()  # the step's log-probabilities
 
-    def chunk(text: str | None, finish: str | None = None) -> str:
+    def chunk(text: str | None, finish: FinishReason | None = None) -> str:
         nonlocal offset, tokens
         probs = None
         if logprobs:

@@ -14,7 +14,7 @@ from typing import Protocol
 from engine.client import EngineStatus, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec
 from engine.server.errors import APIError
-from engine.supervisor.states import LoadedModel, NoRoom
+from engine.supervisor.states import EngineState, LoadedModel, NoRoom
 from engine.worker.messages import Finished, GenerationRequest, RequestAccepted, TextDelta
 
 # How each refusal code of the worker reaches a client.
@@ -76,7 +76,7 @@ class EngineLike(Protocol):
 
     def load(self, spec: ModelSpec, device: str | None = None) -> None: ...
 
-    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
+    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
         """Block until the state is one of ``states`` (called on a worker thread)."""
         ...
 
