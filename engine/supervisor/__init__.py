@@ -1,6 +1,9 @@
-"""The engine's supervision, split out of :mod:`engine.client` (issue 11).
+"""The engine's supervision (issue 11): the engine client in small modules, and the scheduler.
 
-``states``: typed engine states, the status snapshot and request errors. The process handle,
-restart policy and model scheduler follow; :class:`engine.client.EngineClient` stays the
-facade the server and the desktop use.
+``states``: typed engine states, the status snapshot and request errors. ``client``:
+:class:`~engine.supervisor.client.EngineClient`, one worker process holding one model, built
+in layers (``core`` < ``routing`` < ``handle`` < ``watchdog`` < ``keepalive`` < ``client``;
+see :mod:`engine.supervisor.core`). ``streams``: one request's events. ``scheduler`` and
+``budget``: one client per loaded model within a memory budget. :mod:`engine.client`
+re-exports the client's public names for older imports.
 """
