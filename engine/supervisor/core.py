@@ -16,8 +16,10 @@ being replaced must change together (submit is atomic with close_if_idle, a cras
 exactly the streams its worker held), so the layers share ``_lock`` instead of each holding
 a lock of its own that would need an order.
 
-Threading: ``_lock`` (re-entrant) guards every attribute below except ``_heard`` (written by
-the reader without the lock, read by the watchdog; a float store is atomic). ``_send_lock``
+Threading: ``_lock`` (re-entrant) guards every attribute below, except that the pipe's
+reader, to stay off the lock on every step, stores ``_heard`` and clears ``_ping_token``
+without it and compares a Pong with ``_handover`` (single stores and reads; a watchdog check
+that races one sees it on its next round). ``_send_lock``
 serialises writes to the pipe and is taken after ``_lock`` or alone, never before it. Status
 listeners run under ``_lock`` on whichever thread changed the state and must not block.
 """

@@ -8,8 +8,8 @@ died or hung, the client closed) is ended by :meth:`EventRouter._fail_all`: reje
 worker had not accepted it yet, else finished with ``error``; never left hanging.
 
 Threading: ``_dispatch`` runs on whichever reads the pipe (the reader thread or the reading
-loop) and takes ``_lock`` only to look streams up and update counters; the rest here runs
-with ``_lock`` held.
+loop) and takes ``_lock`` only to look streams up and update counters (it stores the
+watchdog's ``_heard`` and clears its Ping without it); the rest here holds or takes ``_lock``.
 """
 
 from __future__ import annotations
