@@ -58,6 +58,7 @@ from engine.supervisor.states import (
     LoadedModel,
     NoRoom,
 )
+from engine.supervisor.unloads import UnloadEvent, UnloadLog, UnloadReason
 from engine.worker.messages import Embedded, GenerationRequest, Reranked
 
 __all__ = [  # with the states a caller of the default view waits for
@@ -142,6 +143,7 @@ class Scheduler:
         self._expect_why: str | None = None  # expect_load()'s reason, until load()
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
         self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._unloads = UnloadLog()  # why models went away (the tray, /health)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closing = False
@@ -218,6 +220,7 @@ class Scheduler:
         for victim in victims:  # outside the lock: a worker takes a moment to exit
             logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
             victim.client.close()
+            self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
         client = slot.client
         if new:
             self._start_client(model_key(spec.id), spec, client, device)
@@ -325,10 +328,17 @@ class Scheduler:
             )
         return sorted(models, key=lambda m: (not m.default, m.id.lower()))
 
-    def unload(self, model_id: str | None = None, reason: str = "unloaded") -> bool:
+    def unload(
+        self,
+        model_id: str | None = None,
+        reason: str = "unloaded",
+        cause: UnloadReason = "requested",
+    ) -> bool:
         """Unload ``model_id`` (default: the default model) now by ending its worker; False
         while it has a request in flight (nothing is cancelled) or when it is not loaded.
-        Blocks while the worker exits (the tray calls it off the GUI thread)."""
+        ``reason`` says why in words, ``cause`` in the typed :data:`UnloadReason` the
+        unload event carries (:meth:`recent_unloads`). Blocks while the worker exits (the
+        tray calls it off the GUI thread)."""
         with self._lock:
             key = model_key(model_id) if model_id is not None else self._default
             if key is None:
@@ -342,14 +352,35 @@ class Scheduler:
             self._changed.notify_all()
         logger.info("unloading %s (%s)", slot.spec.id, reason)
         slot.client.close()
+        self._unloads.record(slot.spec.id, cause, reason)
         self._notify()
         return True
+
+    def recent_unloads(self) -> list[UnloadEvent]:
+        """The models that went away lately and why, oldest first (``/health``)."""
+        return self._unloads.recent()
+
+    def add_unload_listener(self, listener: Callable[[UnloadEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` each time a model goes away (idle, keep_alive 0, evicted, memory
+        pressure, battery, unloaded by hand, crashed), on the thread that saw it; it must
+        not block. Returns an undo."""
+        return self._unloads.add_listener(listener)
 
     def active_requests(self) -> int:
         """Requests in flight over every model (cheap: the tray polls it)."""
         with self._lock:
             clients = [slot.client for slot in self._slots.values()]
         return sum(client.status().active_requests for client in clients)
+
+    def loading(self) -> list[str]:
+        """Chat models whose worker is starting or loading them, by id (cheap: the tray
+        polls it to say "Loading <model>…" for any model, not only the default one; an
+        embedding model loads inside its first request)."""
+        with self._lock:
+            slots = [slot for slot in self._slots.values() if slot.spec.task == "chat"]
+        statuses = [(slot.spec.id, slot.client.status()) for slot in slots]
+        loading = (LOADING, STARTING, RESTARTING)
+        return sorted(i for i, status in statuses if status.model and status.state in loading)
 
     def waiting(self) -> list[str]:
         """Models with requests waiting for busy models to leave them room."""
@@ -533,7 +564,7 @@ class Scheduler:
                     self._changed.wait(min(max(seconds / 4, 0.2), 30.0))
                     continue
             for key in due:
-                self.unload(key, "idle")
+                self.unload(key, "idle", "idle")
 
     def _plan(self, key: str, need_mb: int) -> list[_Slot] | None:
         """The idle models to evict so ``need_mb`` fits (LRU first), or None when it
@@ -571,7 +602,7 @@ class Scheduler:
         )
 
     def _start_client(self, key: str, spec: ModelSpec, client: EngineClient, device: str) -> None:
-        client.add_listener(lambda status: self._on_client_status(key, client, status))
+        client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
         client.start()
         loop = self._loop
         if loop is not None:
@@ -580,8 +611,11 @@ class Scheduler:
         if spec.task == "chat":
             client.load(spec, device)
 
-    def _on_client_status(self, key: str, client: EngineClient, status: EngineStatus) -> None:
+    def _on_client_status(
+        self, key: str, model_id: str, client: EngineClient, status: EngineStatus
+    ) -> None:
         """A client's status changed (its lock is held: never take the scheduler's)."""
+        self._unloads.note_status(client, model_id, status)  # left on its own, or crashed
         if status.unloaded is not None and status.model is None:
             # The client unloaded its model (idle, keep_alive 0) and started a spare
             # worker: the model has left; end that spare worker off this thread.

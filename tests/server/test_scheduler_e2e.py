@@ -168,6 +168,7 @@ def test_a_long_stream_keeps_streaming_while_another_model_and_embeddings_answer
     unload = {"model": B, "keep_alive": 0}
     assert httpx.post(f"{server.base_url}/api/generate", json=unload, timeout=60).status_code == 200
     wait_until(lambda: B not in models(server), "B unloaded")
+    assert (B, "keep_alive") in unloaded_models(server)  # /health says why it went
 
     order: list[str] = []
     stream = Stream(server, A, order).start()
@@ -299,9 +300,17 @@ def test_an_idle_embedding_model_ends_its_worker(tmp_path: Path, tiny_model: Pat
         first = embed(server)
         pid = worker_pid(server, EMBED)
         wait_until(lambda: EMBED not in models(server), "the embedding worker ended")
+        # /health says why (the demo model idles out too: its own event, first or not).
+        wait_until(lambda: (EMBED, "idle") in unloaded_models(server), "the unload event")
         wait_until(lambda: not psutil.pid_exists(pid) or _zombie(pid), "its process exited")
         assert embed(server) == first
         assert worker_pid(server, EMBED) != pid
+
+
+def unloaded_models(server: ServerProcess) -> list[tuple[str, str]]:
+    """/health's recent unload events: (model id, reason), oldest first."""
+    gone = server.health().json()["unloaded_models"]
+    return [(event["id"], event["reason"]) for event in gone]
 
 
 def _zombie(pid: int) -> bool:
