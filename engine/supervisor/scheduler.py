@@ -45,6 +45,7 @@ from engine.client import EngineClient, RequestStream
 from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor import budget
+from engine.supervisor.pressure import PressureWatch
 from engine.supervisor.states import (
     ERROR,
     IDLE,
@@ -153,6 +154,7 @@ class Scheduler:
         # Embedding and rerank workers have no chat model for a client's idle timer to
         # watch: this thread ends them once unused for Settings.idle_unload_seconds.
         self._janitor: threading.Thread | None = None
+        self._pressure: PressureWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -166,14 +168,20 @@ class Scheduler:
                     target=self._idle_encoders, name="engine-encoders-idle", daemon=True
                 )
                 self._janitor.start()
+            if self._pressure is None:  # memory pressure, battery: see pressure.py
+                self._pressure = PressureWatch(self, self._settings)
+                self._pressure.start()
 
     def close(self, timeout: float = 10.0) -> None:
         """End every worker; in-flight requests end with an error."""
         with self._lock:
             self._closing = True
+            pressure, self._pressure = self._pressure, None
             clients = [slot.client for slot in self._slots.values()]
             self._slots.clear()
             self._changed.notify_all()
+        if pressure is not None:
+            pressure.stop()
         for client in clients:
             client.close(timeout)
         with self._lock:
@@ -371,6 +379,22 @@ class Scheduler:
         with self._lock:
             clients = [slot.client for slot in self._slots.values()]
         return sum(client.status().active_requests for client in clients)
+
+    def idle_models(self) -> list[tuple[str, float]]:
+        """The loaded models with no request in flight and no load under way, as (id,
+        seconds idle), the ones to unload first first: other models before the default one,
+        least recently used first (:mod:`engine.supervisor.pressure` picks from these). A
+        busy model's idle time restarts (it counts from the end of its requests, as the
+        encoders' janitor counts it)."""
+        now = time.monotonic()
+        idle: list[tuple[bool, float, str]] = []
+        with self._lock:
+            for key, slot in self._slots.items():
+                if slot.busy():
+                    slot.last_used = now
+                elif slot.spec.task != "chat" or slot.client.status().model is not None:
+                    idle.append((key == self._default, slot.last_used, slot.spec.id))
+        return [(model_id, now - used) for _, used, model_id in sorted(idle)]
 
     def loading(self) -> list[str]:
         """Chat models whose worker is starting or loading them, by id (cheap: the tray
