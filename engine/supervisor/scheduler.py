@@ -224,6 +224,7 @@ class Scheduler:
         deadline = time.monotonic() + wait
         device = device or self._settings.device
         estimate = budget.estimated_mb(spec, self._settings)  # reads files: before the lock
+        budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         slot, victims, new = self._reserve(spec, device, estimate, deadline)
         for victim in victims:  # outside the lock: a worker takes a moment to exit
             logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
@@ -265,7 +266,7 @@ class Scheduler:
                         if status.state == ERROR or status.model is None:
                             slot.client.load(spec, device)  # unloaded (keep_alive), or failed
                     return slot, [], False
-                victims = self._plan(key, estimate)
+                victims = self._plan(key, estimate, device)
                 if victims is not None:
                     for victim in victims:
                         gone = model_key(victim.spec.id)
@@ -590,11 +591,12 @@ class Scheduler:
             for key in due:
                 self.unload(key, "idle", "idle")
 
-    def _plan(self, key: str, need_mb: int) -> list[_Slot] | None:
-        """The idle models to evict so ``need_mb`` fits (LRU first), or None when it
-        cannot fit until busy models finish (lock held). Nothing loaded: it always fits,
-        even past the budget, or nothing could ever be served."""
-        limit = budget.budget_mb(self._settings)
+    def _plan(self, key: str, need_mb: int, device: str) -> list[_Slot] | None:
+        """The idle models to evict so ``need_mb`` fits (LRU first) on ``device`` (a GPU's
+        own memory caps the budget), or None when it cannot fit until busy models finish
+        (lock held). Nothing loaded: it always fits, even past the budget, or nothing could
+        ever be served."""
+        limit = budget.budget_mb(self._settings, budget.device_info(device))
         slots = [slot for k, slot in self._slots.items() if k != key]
         costs = {id(slot): slot.cost_mb()[0] for slot in slots}
         used = sum(costs.values())
