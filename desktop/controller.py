@@ -173,7 +173,7 @@ class Controller(QObject):
         self.loading_models: list[str] = []  # any model a worker is loading, default or not
         self._remove_unload_listener: Callable[[], None] = lambda: None
         if isinstance(self.engine, Scheduler):
-            self.unloads = self.engine.recent_unloads()
+            self.unloads = self.engine.recent_unloads()[-_RECENT_UNLOADS:]
             self._remove_unload_listener = self.engine.add_unload_listener(self._on_unloaded)
         self._activity_timer = QTimer(self)
         self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
@@ -615,7 +615,9 @@ class Controller(QObject):
         the user asked for: they know)."""
         self.unloads = [*self.unloads, event][-_RECENT_UNLOADS:]
         if event.reason != "requested":
-            self.notify.emit("Model unloaded", event.text(), event.reason == "crashed")
+            crashed = event.reason == "crashed"
+            title = "Model stopped" if crashed else "Model unloaded"
+            self.notify.emit(title, event.text(), crashed)
         self.model_unloaded.emit(event)
 
     def _poll_activity(self) -> None:

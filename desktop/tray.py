@@ -35,6 +35,8 @@ def status_text(controller: Controller) -> str:
         return f"Ready: {model} on {status.device}{busy}"
     if status.state == ERROR:
         return _shorten(f"Error: {status.message or 'the engine failed'}")
+    if status.state == IDLE and status.unloaded and status.message:
+        return _shorten(status.message)  # "<model> was unloaded (idle)": loads on next use
     texts = {
         LOADING: f"Loading {model} on {status.device}…",
         STARTING: "Starting the engine…",

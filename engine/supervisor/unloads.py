@@ -64,7 +64,10 @@ class UnloadEvent:
     at: float  # seconds since the epoch
 
     def text(self) -> str:
-        """One line for the tray: "<model> was unloaded: <why>"."""
+        """One line for the tray: "<model> was unloaded: <why>" ("<model> stopped:
+        <what happened>" for a crash or hang)."""
+        if self.reason == "crashed":
+            return f"{self.model_id} stopped: {self.message}"
         why = {
             "idle": "idle",
             "keep_alive": "keep_alive 0",
@@ -72,11 +75,10 @@ class UnloadEvent:
             "memory_pressure": "the computer is low on memory",
             "on_battery": "running on battery",
             "requested": "unloaded on request",
-            "crashed": "its engine worker stopped",
+            "crashed": "",
         }[self.reason]
         detail = f" ({self.message})" if self.message and self.message != why else ""
-        verb = "stopped" if self.reason == "crashed" else "was unloaded"
-        return f"{self.model_id} {verb}: {why}{detail}"
+        return f"{self.model_id} was unloaded: {why}{detail}"
 
     def to_dict(self) -> dict[str, Any]:
         when = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")

@@ -18,8 +18,9 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
-from desktop.tray import TrayMenu, status_text
-from engine.models import spec_from_path
+from desktop.tray import TrayMenu, _shorten, status_text
+from engine.models import DEMO_MODEL_ID, spec_from_path
+from engine.supervisor.pressure import PressureWatch, SystemReading
 from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.unloads import UnloadEvent
 from tests.conftest import TINY_CODER
@@ -92,3 +93,31 @@ def test_tray_shows_a_loading_model_and_says_why_one_went_away(
     assert f"unload:{CODER}" not in texts
     assert texts[f"gone:{CODER}"].endswith(f"  {text}")
     assert texts[f"gone:{CODER}"][:5] == time.strftime("%H:%M", time.localtime(event.at))
+
+
+def test_tray_says_the_default_model_left_under_memory_pressure(
+    qtbot: QtBot, desktop: DesktopApp
+) -> None:
+    """Memory pressure is injected as a reading (real pressure cannot be produced here);
+    the unloads are real: the session's other models first, then the default one."""
+    controller, tray = desktop.controller, desktop.tray
+    engine = controller.engine
+    assert isinstance(engine, Scheduler)
+    low = SystemReading(available_mb=100, total_mb=16384, on_battery=False)
+    watch = PressureWatch(engine, controller.settings, read=lambda: low)
+    gone: list[str] = []
+    while DEMO_MODEL_ID not in gone:
+        unloaded = watch.check()
+        assert unloaded, "nothing idle left to unload"
+        gone += unloaded
+    assert gone[-1] == DEMO_MODEL_ID  # the default model went last
+    qtbot.waitUntil(lambda: controller.status.state == "idle", timeout=30000)
+    qtbot.waitUntil(lambda: controller.unloads[-1].model_id == DEMO_MODEL_ID, timeout=30000)
+    event = controller.unloads[-1]
+    assert event.reason == "memory_pressure"
+    why = "100 MB of memory available, below 819 MB (memory_pressure_mb)"
+    assert status_text(controller) == _shorten(f"{DEMO_MODEL_ID} was unloaded ({why})")
+    title, text, is_error = controller.last_notification or ("", "", True)
+    assert (title, is_error) == ("Model unloaded", False)
+    assert text == f"{DEMO_MODEL_ID} was unloaded: the computer is low on memory ({why})"
+    assert _shorten(text) in tray.toolTip()

@@ -75,6 +75,7 @@ def test_each_way_a_model_goes_is_recorded_once_with_its_reason(
     _wait_events(heard, 3)
     assert (heard[2].model_id, heard[2].reason) == ("tiny-coder", "crashed")
     assert "exit code -9" in heard[2].message
+    assert heard[2].text() == f"tiny-coder stopped: {heard[2].message}"
     assert client.wait_for({READY}, 120).state == READY  # it restarts on its own
 
     time.sleep(0.5)  # no second event for the same crash or the restart's statuses
