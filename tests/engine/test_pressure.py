@@ -22,7 +22,7 @@ import pytest
 
 from engine.client import READY
 from engine.models import spec_from_path
-from engine.settings import Settings, load_settings
+from engine.settings import Settings, SettingsError, load_settings
 from engine.supervisor.pressure import PressureWatch, SystemReading, pressure_threshold_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import GenerationRequest, SamplingParams
@@ -155,3 +155,20 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_settings_are_read_and_checked(sidelight_home: Path) -> None:
+    env = {
+        "SIDELIGHT_HOME": str(sidelight_home),
+        "SIDELIGHT_MEMORY_PRESSURE_MB": "-1",
+        "SIDELIGHT_UNLOAD_ON_BATTERY": "true",
+    }
+    settings = load_settings(env)
+    assert (settings.memory_pressure_mb, settings.unload_on_battery) == (-1, True)
+    settings.validate()
+    defaults = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    assert (defaults.memory_pressure_mb, defaults.unload_on_battery) == (0, False)
+    with pytest.raises(SettingsError, match="memory_pressure_mb"):
+        load_settings({**env, "SIDELIGHT_MEMORY_PRESSURE_MB": "lots"})
+    with pytest.raises(SettingsError, match="memory_pressure_mb"):
+        load_settings({**env, "SIDELIGHT_MEMORY_PRESSURE_MB": "99999999"}).validate()
