@@ -46,12 +46,14 @@ from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import MoveProgress, pending_move, relocate_at_start
 from engine.supervisor.scheduler import Engine, LoadedModel, Scheduler
+from engine.supervisor.unloads import UnloadEvent
 
 logger = logging.getLogger(__name__)
 
 # A load that takes longer than this ends with a notification (the person may have looked away).
 LONG_LOAD_SECONDS = 5.0
 _ACTIVITY_POLL_MS = 300
+_RECENT_UNLOADS = 5  # unload events the tray shows
 TUNING_TEXT = "Tuning for this CPU… (first start only, a few seconds)"
 
 
@@ -117,6 +119,8 @@ class Controller(QObject):
     chore_changed = Signal()  # the start-up chore (moving models, tuning) began/moved/ended
     move_progress = Signal(object)  # MoveProgress, while an old store moves
     move_finished = Signal(object)  # None, or the error text when the move stopped on one
+    model_unloaded = Signal(object)  # UnloadEvent: a model went away (idle, evicted, ...)
+    loading_changed = Signal()  # the models being loaded changed (loading_models)
 
     def __init__(
         self,
@@ -164,6 +168,13 @@ class Controller(QObject):
         self._busy_while_tuning = False
         self._quitting = False
         self._remove_listener = self.engine.add_listener(self._on_engine_status)
+        # Why models went away (newest last), for the tray's tooltip and "In memory" menu.
+        self.unloads: list[UnloadEvent] = []
+        self.loading_models: list[str] = []  # any model a worker is loading, default or not
+        self._remove_unload_listener: Callable[[], None] = lambda: None
+        if isinstance(self.engine, Scheduler):
+            self.unloads = self.engine.recent_unloads()[-_RECENT_UNLOADS:]
+            self._remove_unload_listener = self.engine.add_unload_listener(self._on_unloaded)
         self._activity_timer = QTimer(self)
         self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
         self._activity_timer.timeout.connect(self._poll_activity)
@@ -191,6 +202,7 @@ class Controller(QObject):
         self._move_cancel.set()  # the move stops between chunks; the next start resumes
         self._quitting = True  # a running self-tune stops after its current measurement
         self._remove_listener()
+        self._remove_unload_listener()
         with self._server_lock:
             if self._runner is not None:
                 self._runner.stop()
@@ -594,12 +606,30 @@ class Controller(QObject):
             self._maybe_tune(status)  # once; also for an engine handed over ready
         self.status_changed.emit(status)
 
+    def _on_unloaded(self, event: UnloadEvent) -> None:
+        """Engine thread: a model went away; hop to the GUI thread."""
+        self.tasks.run_on_main(lambda: self._apply_unloaded(event))
+
+    def _apply_unloaded(self, event: UnloadEvent) -> None:
+        """Keep the event for the tray and say it once in a notification (not for an unload
+        the user asked for: they know)."""
+        self.unloads = [*self.unloads, event][-_RECENT_UNLOADS:]
+        if event.reason != "requested":
+            crashed = event.reason == "crashed"
+            title = "Model stopped" if crashed else "Model unloaded"
+            self.notify.emit(title, event.text(), crashed)
+        self.model_unloaded.emit(event)
+
     def _poll_activity(self) -> None:
         # The engine reports state changes, not request starts: poll its cheap counters
         # (every loaded model's: each has a worker of its own).
         engine = self.engine
         if isinstance(engine, Scheduler):
             active = engine.active_requests() > 0
+            loading = engine.loading()
+            if loading != self.loading_models:
+                self.loading_models = loading
+                self.loading_changed.emit()
         else:
             active = engine.status().active_requests > 0
         if active and self._tuning:

@@ -6,6 +6,7 @@ Threading: GUI thread only.
 from __future__ import annotations
 
 import logging
+import time
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication
@@ -24,11 +25,18 @@ def status_text(controller: Controller) -> str:
     """One line saying what the engine is doing, as the menu's first entry shows it."""
     status = controller.status
     model = status.model.id if status.model else None
+    others = [m for m in controller.loading_models if m != model]
+    if others:  # a request loads another model (the default one keeps serving)
+        if status.state not in (READY, LOADING):
+            return _shorten(f"Loading {', '.join(others)}…")
+        return _shorten(f"{status_word(status.state)}: {model} · loading {', '.join(others)}…")
     if status.state == READY:
         busy = ", generating" if controller.generating else ""
         return f"Ready: {model} on {status.device}{busy}"
     if status.state == ERROR:
         return _shorten(f"Error: {status.message or 'the engine failed'}")
+    if status.state == IDLE and status.unloaded and status.message:
+        return _shorten(status.message)  # "<model> was unloaded (idle)": loads on next use
     texts = {
         LOADING: f"Loading {model} on {status.device}…",
         STARTING: "Starting the engine…",
@@ -37,6 +45,25 @@ def status_text(controller: Controller) -> str:
         IDLE: "No model loaded",
     }
     return texts.get(status.state, status.state)
+
+
+def status_word(state: str) -> str:
+    return "Ready" if state == READY else "Loading"
+
+
+def unload_text(controller: Controller) -> str | None:
+    """The latest "<model> was unloaded: <why>" while that model is still out of memory
+    (the tooltip's last line), else None."""
+    if not controller.unloads:
+        return None
+    event = controller.unloads[-1]
+    loaded = {m.lower() for m in controller.loading_models}
+    status = controller.status
+    if status.model is not None and status.state == READY:
+        loaded.add(status.model.id.lower())
+    if event.model_id.lower() in loaded:
+        return None
+    return _shorten(event.text())
 
 
 def _shorten(text: str) -> str:
@@ -119,18 +146,33 @@ class TrayMenu(QMenu):
         loaded_menu = self.loaded_menu
         loaded_menu.clear()
         loaded = self.controller.loaded_models()
-        if not loaded:
+        unloads = self.controller.unloads
+        if not loaded and not unloads:
             return
         menu.addSeparator()
         menu.addMenu(loaded_menu)
         loaded_menu.setToolTipsVisible(True)
         for model in loaded:
             memory = f"{model.memory_mb} MB" if model.memory_mb is not None else "? MB"
-            action = loaded_menu.addAction(f"Unload {model.id}  ({memory}, {model.device or '?'})")
+            if model.state == LOADING:
+                action = loaded_menu.addAction(f"Loading {model.id}…  ({model.device or '?'})")
+                action.setEnabled(False)
+            else:
+                where = f"{memory}, {model.device or '?'}"
+                action = loaded_menu.addAction(f"Unload {model.id}  ({where})")
+                action.setEnabled(model.active_requests == 0)
             action.setData(f"unload:{model.id}")
             action.setToolTip("Ends its engine worker and returns the memory")
-            action.setEnabled(model.active_requests == 0)
             action.triggered.connect(lambda _=False, m=model.id: self.controller.unload_model(m))
+        if unloads:  # why models went away lately, newest first
+            loaded_menu.addSeparator()
+            loaded_menu.addAction("Recently unloaded").setEnabled(False)
+            for event in reversed(unloads):
+                when = time.strftime("%H:%M", time.localtime(event.at))
+                entry = loaded_menu.addAction(_shorten(f"{when}  {event.text()}"))
+                entry.setData(f"gone:{event.model_id}")
+                entry.setToolTip(event.message)
+                entry.setEnabled(False)
 
     def _fill_devices(self) -> None:
         menu, controller = self.devices_menu, self.controller
@@ -178,6 +220,8 @@ class TrayIcon(QSystemTrayIcon):
         controller.activity_changed.connect(self.refresh)
         controller.server_changed.connect(self.refresh)
         controller.chore_changed.connect(self.refresh)
+        controller.loading_changed.connect(self.refresh)
+        controller.model_unloaded.connect(self.refresh)
         controller.notify.connect(self.show_notification)
         self.refresh()
 
@@ -191,7 +235,9 @@ class TrayIcon(QSystemTrayIcon):
             self.setIcon(icon(name))
         url = controller.api_base_url or controller.server_error or "starting"
         chore = f"\n{controller.chore}" if controller.chore else ""
-        self.setToolTip(f"Sidelight — {status_text(controller)}{chore}\n{url}")
+        gone = unload_text(controller)
+        gone_line = f"\n{gone}" if gone else ""
+        self.setToolTip(f"Sidelight — {status_text(controller)}{chore}{gone_line}\n{url}")
 
     def show_notification(self, title: str, message: str, is_error: bool) -> None:
         if not (self.isVisible() and self.supportsMessages()):

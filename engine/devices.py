@@ -57,6 +57,23 @@ def discover_devices(core: Any | None = None) -> list[DeviceInfo]:
     return devices
 
 
+def describe(name: str, core: Any | None = None) -> DeviceInfo | None:
+    """One device by name (``"GPU"``, ``"GPU.1"``), or None when OpenVINO does not have it.
+
+    Imports OpenVINO in this process (tens of MB): the scheduler calls it only for a GPU,
+    once per device (:func:`engine.supervisor.budget.device_info`).
+    """
+    if core is None:
+        import openvino as ov
+
+        core = ov.Core()
+    try:
+        return _describe(core, name)
+    except Exception:
+        logger.warning("device %s did not describe itself", name, exc_info=True)
+        return None
+
+
 def _describe(core: Any, name: str) -> DeviceInfo:
     full_name = str(_property(core, name, "FULL_DEVICE_NAME") or name)
     device_type = _property(core, name, "DEVICE_TYPE")

@@ -173,6 +173,14 @@ class Settings:
     # (the larger of 2 GB and a quarter of RAM). A model that fits nothing still loads
     # alone.
     memory_budget_mb: int = 0
+    # Unload idle models (least recently used first, one every few seconds) while the
+    # memory the system has available (MB) stays below this, so the laptop's other apps
+    # are not pushed into swap. 0 (auto): 5 % of RAM, at least 512 MB and at most 2 GB;
+    # negative: off. A model with a request in flight is never unloaded.
+    memory_pressure_mb: int = 0
+    # On battery, unload models once idle for a minute (the next request loads them
+    # again). Off by default: reloading costs seconds on every first request.
+    unload_on_battery: bool = False
     # Seconds a request waits for its model: for busy models to go idle when it needs their
     # room, then for the load; past it a 503 with Retry-After.
     load_wait_seconds: float = 20.0
@@ -250,6 +258,10 @@ class Settings:
             raise SettingsError("idle_unload_seconds must be a number (negative: never unload)")
         if self.memory_budget_mb < 0:
             raise SettingsError("memory_budget_mb must be 0 (auto) or positive")
+        if self.memory_pressure_mb > 1024 * 1024:
+            raise SettingsError(
+                "memory_pressure_mb must be MB: 0 (auto), negative (off) or at most 1048576"
+            )
         if not 0 < self.load_wait_seconds < math.inf:
             raise SettingsError("load_wait_seconds must be a positive number")
 
@@ -402,6 +414,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         memory_budget_mb=_int(
             pick("SIDELIGHT_MEMORY_BUDGET_MB", "memory_budget_mb"), "memory_budget_mb"
+        ),
+        memory_pressure_mb=_int(
+            pick("SIDELIGHT_MEMORY_PRESSURE_MB", "memory_pressure_mb"), "memory_pressure_mb"
+        ),
+        unload_on_battery=_bool(
+            pick("SIDELIGHT_UNLOAD_ON_BATTERY", "unload_on_battery"), "unload_on_battery", False
         ),
         load_wait_seconds=_float(
             pick("SIDELIGHT_LOAD_WAIT_SECONDS", "load_wait_seconds"), "load_wait_seconds"

@@ -83,6 +83,8 @@ def create_app(
         if isinstance(engine, Scheduler):
             body["memory_budget_mb"] = engine.budget_mb()
             body["waiting_for_room"] = engine.waiting()
+            # Why models went away lately (idle, keep_alive, evicted, pressure, crashed).
+            body["unloaded_models"] = [event.to_dict() for event in engine.recent_unloads()]
         if status.state == READY or (status.state == IDLE and status.unloaded):
             # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
             return JSONResponse(body)

@@ -13,11 +13,13 @@ folder may be large).
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
 import psutil
 
+from engine.devices import DeviceInfo, describe
 from engine.models import ModelSpec
 from engine.settings import Settings
 
@@ -34,24 +36,58 @@ WORKER_BASE_MB = 150
 RESERVE_MIN_MB = 2048
 RESERVE_FRACTION = 0.25
 
+# What a discrete GPU keeps for the display and the driver: the larger of these.
+GPU_RESERVE_MIN_MB = 512
+GPU_RESERVE_FRACTION = 0.10
+
 
 def total_ram_mb() -> int:
     """The machine's physical memory (MB)."""
     return int(psutil.virtual_memory().total // MB)
 
 
-def budget_mb(settings: Settings) -> int:
-    """The memory the loaded models may hold together (MB).
+def budget_mb(settings: Settings, device: DeviceInfo | None = None) -> int:
+    """The memory the loaded models may hold together (MB) when placing one on ``device``.
 
     ``Settings.memory_budget_mb`` when set; otherwise (0, auto) the total RAM minus a
     reserve for the OS and other apps: the larger of :data:`RESERVE_MIN_MB` and
-    :data:`RESERVE_FRACTION` of RAM (a 16 GB laptop gets 12 GB).
+    :data:`RESERVE_FRACTION` of RAM (a 16 GB laptop gets 12 GB). For a model placed on a
+    GPU that reports its memory, the lower of that and :func:`gpu_budget_mb`: an
+    integrated GPU's models live in the same RAM, capped by what its driver may share; a
+    discrete GPU must hold the weights and KV cache in its own memory.
     """
     if settings.memory_budget_mb > 0:
         return settings.memory_budget_mb
     total = total_ram_mb()
     reserve = max(RESERVE_MIN_MB, int(total * RESERVE_FRACTION))
-    return max(0, total - reserve)
+    ram = max(0, total - reserve)
+    gpu = gpu_budget_mb(device) if device is not None else None
+    return ram if gpu is None else min(ram, gpu)
+
+
+def gpu_budget_mb(device: DeviceInfo) -> int | None:
+    """What models may hold on ``device`` (MB), from OpenVINO's ``GPU_DEVICE_TOTAL_MEM_SIZE``
+    (:attr:`DeviceInfo.memory_bytes`); None for a CPU/NPU or a GPU that does not say.
+
+    An integrated GPU reports the system memory its driver may share with it: all of it is
+    usable (the RAM reserve already keeps room for the OS). A discrete GPU keeps the
+    larger of :data:`GPU_RESERVE_MIN_MB` and :data:`GPU_RESERVE_FRACTION` for the display.
+    """
+    if device.kind != "gpu" or not device.memory_bytes:
+        return None
+    total = int(device.memory_bytes // MB)
+    if device.device_type == "integrated":
+        return total
+    return max(0, total - max(GPU_RESERVE_MIN_MB, int(total * GPU_RESERVE_FRACTION)))
+
+
+@functools.lru_cache(maxsize=8)
+def device_info(device: str) -> DeviceInfo | None:
+    """The description of GPU ``device`` as OpenVINO gives it, read once per device (None
+    for other devices: only a GPU's memory changes the budget). Any thread."""
+    if not device.upper().startswith("GPU"):
+        return None
+    return describe(device.upper())
 
 
 def files_mb(path: Path) -> int:

@@ -133,7 +133,7 @@ class KeepAlive(Watchdog):
                 due = self._idle_due()
                 now = time.monotonic()
                 if due is not None and now >= due:
-                    self._retire("idle")
+                    self._retire("keep_alive 0" if self._keep_alive == 0 else "idle")
                     continue
                 self._changed.wait(None if due is None else due - now)
 

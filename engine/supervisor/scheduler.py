@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor import budget
 from engine.supervisor.client import EngineClient
+from engine.supervisor.pressure import PressureWatch
 from engine.supervisor.states import (
     ERROR,
     IDLE,
@@ -60,6 +61,7 @@ from engine.supervisor.states import (
     NoRoom,
 )
 from engine.supervisor.streams import RequestStream
+from engine.supervisor.unloads import UnloadEvent, UnloadLog, UnloadReason
 from engine.worker.messages import Embedded, GenerationRequest, Reranked
 
 __all__ = [  # with the states a caller of the default view waits for
@@ -144,6 +146,7 @@ class Scheduler:
         self._expect_why: str | None = None  # expect_load()'s reason, until load()
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
         self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._unloads = UnloadLog()  # why models went away (the tray, /health)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closing = False
@@ -153,6 +156,7 @@ class Scheduler:
         # Embedding and rerank workers have no chat model for a client's idle timer to
         # watch: this thread ends them once unused for Settings.idle_unload_seconds.
         self._janitor: threading.Thread | None = None
+        self._pressure: PressureWatch | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -166,14 +170,20 @@ class Scheduler:
                     target=self._idle_encoders, name="engine-encoders-idle", daemon=True
                 )
                 self._janitor.start()
+            if self._pressure is None:  # memory pressure, battery: see pressure.py
+                self._pressure = PressureWatch(self, self._settings)
+                self._pressure.start()
 
     def close(self, timeout: float = 10.0) -> None:
         """End every worker; in-flight requests end with an error."""
         with self._lock:
             self._closing = True
+            pressure, self._pressure = self._pressure, None
             clients = [slot.client for slot in self._slots.values()]
             self._slots.clear()
             self._changed.notify_all()
+        if pressure is not None:
+            pressure.stop()
         for client in clients:
             client.close(timeout)
         with self._lock:
@@ -216,10 +226,12 @@ class Scheduler:
         deadline = time.monotonic() + wait
         device = device or self._settings.device
         estimate = budget.estimated_mb(spec, self._settings)  # reads files: before the lock
+        budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         slot, victims, new = self._reserve(spec, device, estimate, deadline)
         for victim in victims:  # outside the lock: a worker takes a moment to exit
             logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
             victim.client.close()
+            self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
         client = slot.client
         if new:
             self._start_client(model_key(spec.id), spec, client, device)
@@ -256,7 +268,7 @@ class Scheduler:
                         if status.state == ERROR or status.model is None:
                             slot.client.load(spec, device)  # unloaded (keep_alive), or failed
                     return slot, [], False
-                victims = self._plan(key, estimate)
+                victims = self._plan(key, estimate, device)
                 if victims is not None:
                     for victim in victims:
                         gone = model_key(victim.spec.id)
@@ -319,7 +331,7 @@ class Scheduler:
                     memory_mb=memory,
                     memory_estimated=estimated,
                     context_length=status.context_length,
-                    expires_at=slot.client.expires_at() if status.state == READY else None,
+                    expires_at=self._expires_at(slot, status),
                     active_requests=status.active_requests,
                     worker_pid=status.worker_pid,
                     default=key == default,
@@ -327,10 +339,29 @@ class Scheduler:
             )
         return sorted(models, key=lambda m: (not m.default, m.id.lower()))
 
-    def unload(self, model_id: str | None = None, reason: str = "unloaded") -> bool:
+    def _expires_at(self, slot: _Slot, status: EngineStatus) -> datetime | None:
+        """When ``slot``'s model unloads for being idle (None: never, or not loaded). A chat
+        model's own client times it (keep_alive); an encoder's is :meth:`_idle_encoders`,
+        counting from its last use (from now while it is busy)."""
+        if slot.spec.task == "chat":
+            return slot.client.expires_at() if status.state == READY else None
+        seconds = self._settings.idle_unload_seconds
+        if seconds < 0:
+            return None
+        left = seconds if slot.busy() else slot.last_used + seconds - time.monotonic()
+        return datetime.now(UTC) + timedelta(seconds=max(left, 0.0))
+
+    def unload(
+        self,
+        model_id: str | None = None,
+        reason: str = "unloaded",
+        cause: UnloadReason = "requested",
+    ) -> bool:
         """Unload ``model_id`` (default: the default model) now by ending its worker; False
         while it has a request in flight (nothing is cancelled) or when it is not loaded.
-        Blocks while the worker exits (the tray calls it off the GUI thread)."""
+        ``reason`` says why in words, ``cause`` in the typed :data:`UnloadReason` the
+        unload event carries (:meth:`recent_unloads`). Blocks while the worker exits (the
+        tray calls it off the GUI thread)."""
         with self._lock:
             key = model_key(model_id) if model_id is not None else self._default
             if key is None:
@@ -344,14 +375,51 @@ class Scheduler:
             self._changed.notify_all()
         logger.info("unloading %s (%s)", slot.spec.id, reason)
         slot.client.close()
+        self._unloads.record(slot.spec.id, cause, reason)
         self._notify()
         return True
+
+    def recent_unloads(self) -> list[UnloadEvent]:
+        """The models that went away lately and why, oldest first (``/health``)."""
+        return self._unloads.recent()
+
+    def add_unload_listener(self, listener: Callable[[UnloadEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` each time a model goes away (idle, keep_alive 0, evicted, memory
+        pressure, battery, unloaded by hand, crashed), on the thread that saw it; it must
+        not block. Returns an undo."""
+        return self._unloads.add_listener(listener)
 
     def active_requests(self) -> int:
         """Requests in flight over every model (cheap: the tray polls it)."""
         with self._lock:
             clients = [slot.client for slot in self._slots.values()]
         return sum(client.status().active_requests for client in clients)
+
+    def idle_models(self) -> list[tuple[str, float]]:
+        """The loaded models with no request in flight and no load under way, as (id,
+        seconds idle), the ones to unload first first: other models before the default one,
+        least recently used first (:mod:`engine.supervisor.pressure` picks from these). A
+        busy model's idle time restarts (it counts from the end of its requests, as the
+        encoders' janitor counts it)."""
+        now = time.monotonic()
+        idle: list[tuple[bool, float, str]] = []
+        with self._lock:
+            for key, slot in self._slots.items():
+                if slot.busy():
+                    slot.last_used = now
+                elif slot.spec.task != "chat" or slot.client.status().model is not None:
+                    idle.append((key == self._default, slot.last_used, slot.spec.id))
+        return [(model_id, now - used) for _, used, model_id in sorted(idle)]
+
+    def loading(self) -> list[str]:
+        """Chat models whose worker is starting or loading them, by id (cheap: the tray
+        polls it to say "Loading <model>…" for any model, not only the default one; an
+        embedding model loads inside its first request)."""
+        with self._lock:
+            slots = [slot for slot in self._slots.values() if slot.spec.task == "chat"]
+        statuses = [(slot.spec.id, slot.client.status()) for slot in slots]
+        loading = (LOADING, STARTING, RESTARTING)
+        return sorted(i for i, status in statuses if status.model and status.state in loading)
 
     def waiting(self) -> list[str]:
         """Models with requests waiting for busy models to leave them room."""
@@ -535,13 +603,14 @@ class Scheduler:
                     self._changed.wait(min(max(seconds / 4, 0.2), 30.0))
                     continue
             for key in due:
-                self.unload(key, "idle")
+                self.unload(key, "idle", "idle")
 
-    def _plan(self, key: str, need_mb: int) -> list[_Slot] | None:
-        """The idle models to evict so ``need_mb`` fits (LRU first), or None when it
-        cannot fit until busy models finish (lock held). Nothing loaded: it always fits,
-        even past the budget, or nothing could ever be served."""
-        limit = budget.budget_mb(self._settings)
+    def _plan(self, key: str, need_mb: int, device: str) -> list[_Slot] | None:
+        """The idle models to evict so ``need_mb`` fits (LRU first) on ``device`` (a GPU's
+        own memory caps the budget), or None when it cannot fit until busy models finish
+        (lock held). Nothing loaded: it always fits, even past the budget, or nothing could
+        ever be served."""
+        limit = budget.budget_mb(self._settings, budget.device_info(device))
         slots = [slot for k, slot in self._slots.items() if k != key]
         costs = {id(slot): slot.cost_mb()[0] for slot in slots}
         used = sum(costs.values())
@@ -573,7 +642,7 @@ class Scheduler:
         )
 
     def _start_client(self, key: str, spec: ModelSpec, client: EngineClient, device: str) -> None:
-        client.add_listener(lambda status: self._on_client_status(key, client, status))
+        client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
         client.start()
         loop = self._loop
         if loop is not None:
@@ -582,8 +651,11 @@ class Scheduler:
         if spec.task == "chat":
             client.load(spec, device)
 
-    def _on_client_status(self, key: str, client: EngineClient, status: EngineStatus) -> None:
+    def _on_client_status(
+        self, key: str, model_id: str, client: EngineClient, status: EngineStatus
+    ) -> None:
         """A client's status changed (its lock is held: never take the scheduler's)."""
+        self._unloads.note_status(client, model_id, status)  # left on its own, or crashed
         if status.unloaded is not None and status.model is None:
             # The client unloaded its model (idle, keep_alive 0) and started a spare
             # worker: the model has left; end that spare worker off this thread.

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,7 @@ def test_a_long_stream_keeps_streaming_while_another_model_and_embeddings_answer
     unload = {"model": B, "keep_alive": 0}
     assert httpx.post(f"{server.base_url}/api/generate", json=unload, timeout=60).status_code == 200
     wait_until(lambda: B not in models(server), "B unloaded")
+    assert (B, "keep_alive") in unloaded_models(server)  # /health says why it went
 
     order: list[str] = []
     stream = Stream(server, A, order).start()
@@ -299,9 +301,31 @@ def test_an_idle_embedding_model_ends_its_worker(tmp_path: Path, tiny_model: Pat
         first = embed(server)
         pid = worker_pid(server, EMBED)
         wait_until(lambda: EMBED not in models(server), "the embedding worker ended")
+        # /health says why (the demo model idles out too: its own event, first or not).
+        wait_until(lambda: (EMBED, "idle") in unloaded_models(server), "the unload event")
         wait_until(lambda: not psutil.pid_exists(pid) or _zombie(pid), "its process exited")
         assert embed(server) == first
         assert worker_pid(server, EMBED) != pid
+
+
+def test_an_embedding_models_expiry_is_its_idle_timeout(tmp_path: Path, tiny_model: Path) -> None:
+    """/api/ps shows when an idle embedding model will go (``idle_unload_seconds`` after its
+    last use), not "forever": its worker does end then."""
+    home = _home(tmp_path / "home")
+    with running_server(home, tiny_model, env={"SIDELIGHT_IDLE_UNLOAD_SECONDS": "300"}) as server:
+        embed(server)
+        used = datetime.now(UTC)
+        response = httpx.get(f"{server.base_url}/api/ps", timeout=30)
+    assert response.status_code == 200, response.text
+    (entry,) = [m for m in response.json()["models"] if m["name"].startswith(EMBED)]
+    expires = datetime.fromisoformat(entry["expires_at"].replace("Z", "+00:00"))
+    assert used + timedelta(seconds=200) < expires <= used + timedelta(seconds=300), expires
+
+
+def unloaded_models(server: ServerProcess) -> list[tuple[str, str]]:
+    """/health's recent unload events: (model id, reason), oldest first."""
+    gone = server.health().json()["unloaded_models"]
+    return [(event["id"], event["reason"]) for event in gone]
 
 
 def _zombie(pid: int) -> bool:

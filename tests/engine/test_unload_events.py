@@ -1,0 +1,115 @@
+"""Why a model went away: the scheduler's unload events, on real workers and tiny models.
+
+Each way a model leaves memory is produced for real (no server): ``keep_alive 0`` on an idle
+model, an unload by hand, eviction by a model that does not fit the memory budget beside
+it, and a crash (the worker is killed with SIGKILL, as the OOM killer would). Every one
+reaches the listener once and the bounded recent list (``/health`` ``unloaded_models``)
+with its typed reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.client import READY
+from engine.models import spec_from_path
+from engine.settings import load_settings
+from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.unloads import UnloadEvent, UnloadLog
+from tests.conftest import TINY_CODER
+
+
+def _scheduler(home: Path, **config: str) -> Scheduler:
+    env = {"SIDELIGHT_HOME": str(home), **config}
+    settings = load_settings(env)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    return scheduler
+
+
+@pytest.fixture
+def scheduler(sidelight_home: Path) -> Iterator[Scheduler]:
+    scheduler = _scheduler(sidelight_home)
+    yield scheduler
+    scheduler.close()
+
+
+def _wait_events(heard: list[UnloadEvent], count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(heard) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(heard) >= count, heard
+
+
+def test_each_way_a_model_goes_is_recorded_once_with_its_reason(
+    scheduler: Scheduler, tiny_model: Path
+) -> None:
+    heard: list[UnloadEvent] = []
+    scheduler.add_unload_listener(heard.append)
+    demo = spec_from_path(tiny_model)
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+    scheduler.load(demo)
+    assert scheduler.wait_for({READY}, 120).state == READY
+
+    client = scheduler.acquire(coder, None, 120)
+    client.set_keep_alive(0)  # as an Ollama request's keep_alive 0 does, once idle
+    _wait_events(heard, 1)
+    assert (heard[0].model_id, heard[0].reason) == ("tiny-coder", "keep_alive")
+
+    scheduler.acquire(coder, None, 120)
+    assert scheduler.unload("tiny-coder", "unloaded from the tray")
+    _wait_events(heard, 2)
+    assert (heard[1].reason, heard[1].message) == ("requested", "unloaded from the tray"), heard
+
+    client = scheduler.acquire(coder, None, 120)
+    pid = client.status().worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    _wait_events(heard, 3)
+    assert (heard[2].model_id, heard[2].reason) == ("tiny-coder", "crashed")
+    assert "exit code -9" in heard[2].message
+    assert heard[2].text() == f"tiny-coder stopped: {heard[2].message}"
+    assert client.wait_for({READY}, 120).state == READY  # it restarts on its own
+
+    time.sleep(0.5)  # no second event for the same crash or the restart's statuses
+    assert len(heard) == 3
+    recent = scheduler.recent_unloads()
+    assert [e.reason for e in recent] == ["keep_alive", "requested", "crashed"]
+    body = recent[0].to_dict()
+    assert set(body) == {"id", "reason", "message", "at"}
+    assert body["id"] == "tiny-coder" and body["at"].endswith("+00:00")
+
+
+def test_eviction_names_the_model_that_needed_the_room(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    scheduler = _scheduler(sidelight_home, SIDELIGHT_MEMORY_BUDGET_MB="1")
+    try:
+        heard: list[UnloadEvent] = []
+        scheduler.add_unload_listener(heard.append)
+        scheduler.load(spec_from_path(tiny_model))
+        assert scheduler.wait_for({READY}, 120).state == READY
+        coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+        assert scheduler.acquire(coder, None, 120).status().state == READY
+        _wait_events(heard, 1)
+        assert [(e.model_id, e.reason, e.message) for e in heard] == [
+            ("sidelight-demo", "evicted", "evicted for tiny-coder")
+        ]
+        assert "made room for another model" in heard[0].text()
+    finally:
+        scheduler.close()
+
+
+def test_the_recent_list_is_bounded() -> None:
+    """Plain data (no model needed): the oldest events drop off past the bound."""
+    log = UnloadLog(keep=3)
+    for n in range(5):
+        log.record(f"m{n}", "idle", "idle")
+    assert [e.model_id for e in log.recent()] == ["m2", "m3", "m4"]
