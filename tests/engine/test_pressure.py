@@ -11,8 +11,6 @@ real worker processes.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,8 +23,8 @@ from engine.models import spec_from_path
 from engine.settings import Settings, SettingsError, load_settings
 from engine.supervisor.pressure import PressureWatch, SystemReading, pressure_threshold_mb
 from engine.supervisor.scheduler import Scheduler
-from engine.worker.messages import GenerationRequest, SamplingParams
 from tests.conftest import TINY_CODER
+from tests.engine.held import finish_reason, held_request
 
 CODER = "tiny-coder"
 LOW = SystemReading(available_mb=100, total_mb=16384, on_battery=False)
@@ -99,26 +97,10 @@ def test_a_model_with_a_request_in_flight_is_never_unloaded(
     assert client is not None
 
     async def run() -> tuple[list[str], list[str], str]:
-        stream = client.submit(
-            GenerationRequest(
-                request_id=0,
-                messages=[{"role": "user", "content": "Hi"}],
-                max_tokens=64,
-                sampling=SamplingParams(temperature=0, ignore_eos=True),
-            )
-        )
-        await stream.start()
-        pid = client.status().worker_pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)  # the request stays in flight until SIGCONT
-        try:
+        async with held_request(client, 64) as stream:
             first = await asyncio.to_thread(watch.check)
             second = await asyncio.to_thread(watch.check)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        reason = ""
-        async for event in stream:
-            reason = getattr(event, "finish_reason", reason)
+        reason = await finish_reason(stream)
         return first, second, reason
 
     first, second, reason = asyncio.run(run())

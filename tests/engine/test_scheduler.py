@@ -9,8 +9,6 @@ its worker with SIGSTOP, as a debugger would, until SIGCONT).
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +18,9 @@ from engine.client import READY
 from engine.models import spec_from_path
 from engine.settings import load_settings
 from engine.supervisor.scheduler import Scheduler
-from engine.worker.messages import GenerationRequest, SamplingParams
+from engine.worker.messages import SamplingParams
 from tests.conftest import TINY_CODER
+from tests.engine.held import finish_reason, held_request
 
 GREEDY = SamplingParams(temperature=0)
 
@@ -98,25 +97,9 @@ def test_unload_refuses_while_a_request_runs(scheduler: Scheduler, tiny_model: P
     async def run() -> tuple[bool, str]:
         client = scheduler.running("sidelight-demo")
         assert client is not None
-        stream = client.submit(
-            GenerationRequest(
-                request_id=0,
-                messages=[{"role": "user", "content": "Hi"}],
-                max_tokens=300,
-                sampling=SamplingParams(temperature=0, ignore_eos=True),
-            )
-        )
-        await stream.start()
-        pid = client.status().worker_pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)  # the request stays in flight until SIGCONT
-        try:
+        async with held_request(client, 300) as stream:
             refused = await asyncio.to_thread(scheduler.unload, "sidelight-demo")
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        reason = ""
-        async for event in stream:
-            reason = getattr(event, "finish_reason", reason)
+        reason = await finish_reason(stream)
         return refused, reason
 
     refused, reason = asyncio.run(run())

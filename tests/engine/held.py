@@ -1,0 +1,42 @@
+"""A request kept in flight without timing anything: submit it, wait until the worker has
+accepted it, then stop the worker process (SIGSTOP) until the block ends (SIGCONT). The
+engine's watchdog allows far longer than a test holds it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from engine.client import EngineClient, RequestStream
+from engine.worker.messages import GenerationRequest, SamplingParams
+
+
+@asynccontextmanager
+async def held_request(client: EngineClient, max_tokens: int) -> AsyncIterator[RequestStream]:
+    """Yield a greedy request on ``client`` that cannot finish before the block ends."""
+    stream = client.submit(
+        GenerationRequest(
+            request_id=0,
+            messages=[{"role": "user", "content": "Hi"}],
+            max_tokens=max_tokens,
+            sampling=SamplingParams(temperature=0, ignore_eos=True),
+        )
+    )
+    await stream.start()
+    pid = client.status().worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield stream
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def finish_reason(stream: RequestStream) -> str:
+    """Read ``stream`` to its end; its finish reason."""
+    reason = ""
+    async for event in stream:
+        reason = getattr(event, "finish_reason", reason)
+    return reason
