@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.settings import default_paths, save_config
+
 if TYPE_CHECKING:
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QWidget
@@ -476,10 +478,12 @@ def main() -> int:
     try:
         _desktop_session(env, processes)
         with tempfile.TemporaryDirectory(prefix="sidelight-shots-") as home:
+            # The port goes to config.json, as a user's would: set in the environment, the
+            # settings window would show it greyed out ("set in the environment").
+            save_config(default_paths({"SIDELIGHT_HOME": home}), {"port": _port()})
             child = {
                 **env,
                 "SIDELIGHT_HOME": home,
-                "SIDELIGHT_PORT": str(_port()),
                 # The demo model makes ~1,500 tokens/s; the default stream interval would
                 # deliver its reply in two chunks, too fast to catch it mid-reply.
                 "SIDELIGHT_STREAM_INTERVAL_MS": "0",
