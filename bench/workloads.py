@@ -494,15 +494,15 @@ def _run_round(port: int, shape: Shape, model: str) -> Round:
 
 
 def _llama_table_server(
-    binary: Path, gguf: Path, slots: int
+    binary: Path, gguf: Path, slots: int, threads: int
 ) -> tuple[list[str], int, dict[str, str]]:
-    """llama-server as a user runs it: its defaults (prompt cache on), 2 threads, 10k
+    """llama-server as a user runs it: its defaults (prompt cache on), ``threads`` threads, 10k
     context per slot (the agent turn's 8k prompt and its answer); the model's context
     length raised to the 16k the IR's config was given (``--ir``)."""
     port = _free_port()
     cmd = [
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-        "-t", "2", "-tb", "2", "-np", str(slots), "-c", str(10240 * slots),
+        "-t", str(threads), "-tb", str(threads), "-np", str(slots), "-c", str(10240 * slots),
         # The bench model's GGUF says 4096 (its config); Sidelight serves it with 16k.
         "--override-kv", "qwen2.context_length=int:16384",
     ]  # fmt: skip
@@ -515,7 +515,11 @@ def _sidelight_table_server(
     """``sidelight serve`` with its defaults but 2 threads (``lookup`` None: the default)."""
     port = _free_port()
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(ir), "--port", str(port)]
-    env = {"SIDELIGHT_HOME": str(home), "SIDELIGHT_CPU_THREADS": "2"}
+    env = {
+        "SIDELIGHT_HOME": str(home),
+        "SIDELIGHT_CPU_THREADS": "2",
+        "SIDELIGHT_IDLE_UNLOAD_SECONDS": "-1",  # no reload between repetitions
+    }
     if lookup is not None:
         env["SIDELIGHT_PROMPT_LOOKUP"] = "1" if lookup else "0"
     return cmd, port, env
@@ -530,6 +534,7 @@ def table(
     home: Path,
     lookup_variants: bool,
     rewrite_tokens: int,
+    llama_threads: int,
 ) -> list[dict[str, Any]]:
     """Every workload on every server, interleaved: for each repetition, each workload runs
     on Sidelight, then on llama-server (then on the Sidelight variants), in turn."""
@@ -537,10 +542,10 @@ def table(
     rewrite = rewrite_prompt(ir, rewrite_tokens) if "rewrite" in workloads else ""
     servers: dict[str, tuple[list[str], int, dict[str, str]]] = {
         "sidelight": _sidelight_table_server(ir, home / "default", None),
-        "llama-server": _llama_table_server(binary, gguf, 1),
+        "llama-server": _llama_table_server(binary, gguf, 1, llama_threads),
     }
     if "concurrent" in workloads:
-        servers["llama-server -np 4"] = _llama_table_server(binary, gguf, 4)
+        servers["llama-server -np 4"] = _llama_table_server(binary, gguf, 4, llama_threads)
     if lookup_variants:
         servers["sidelight lookup on"] = _sidelight_table_server(ir, home / "on", True)
         servers["sidelight lookup off"] = _sidelight_table_server(ir, home / "off", False)
@@ -614,6 +619,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--all", action="store_true", help="table: every row")
     parser.add_argument(
+        "--llama-threads",
+        type=int,
+        default=2,
+        help="table: llama-server's -t/-tb (on a busy 2-core machine 1 is far faster: its "
+        "threads wait for each other at every operation)",
+    )
+    parser.add_argument(
         "--lookup-variants",
         action="store_true",
         help="table: also Sidelight with prompt lookup forced on and off",
@@ -657,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("table needs --workload or --all")
         rows = table(
             chosen, args.reps, args.ir, args.gguf, args.llama_server, args.home,
-            args.lookup_variants, args.new_tokens or 1000,
+            args.lookup_variants, args.new_tokens or 1000, args.llama_threads,
         )  # fmt: skip
     else:
         rows = rewrite(
