@@ -72,7 +72,7 @@ def _pipeline(model: Path, mode: str) -> Any:
     scheduler.cache_size = 1
     scheduler.dynamic_split_fuse = True
     properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": 2}
-    if mode == "lookup":
+    if mode.startswith("lookup"):
         properties["prompt_lookup"] = True
     elif mode == "draft":
         properties["draft_model"] = ov_genai.draft_model(str(model), "CPU")
@@ -97,8 +97,9 @@ def _decode(
         config.rng_seed = 7
     config.ignore_eos = True
     if mode != "plain":
-        config.num_assistant_tokens = SPEC_TOKENS
-    if mode == "lookup":
+        # lookup1: one guess a step, what a hot sampled request gets (Backend._speculate)
+        config.num_assistant_tokens = 1 if mode == "lookup1" else SPEC_TOKENS
+    if mode.startswith("lookup"):
         config.max_ngram_size = NGRAM
     handle = pipe.add_request(0, ov.Tensor(np.array([ids], dtype=np.int64)), config)
     out: list[int] = []
@@ -640,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         help="mechanics: an IR folder (repeatable; default: the demo model and tiny-coder)",
     )
     parser.add_argument(
-        "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "draft")
+        "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "lookup1", "draft")
     )
     parser.add_argument(
         "--temperature",
