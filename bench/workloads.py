@@ -19,10 +19,17 @@ prompt lookup on and off vs ``llama-server`` (the demo's f16 GGUF) plain and wit
 n-gram lookup. Each server is timed streaming ``/v1/completions`` (greedy, ``ignore_eos``);
 tokens/s = completion tokens / (last token - first token).
 
+``table`` (end to end through HTTP): docs/benchmarks.md's workload table, Sidelight vs
+llama-server on the same weights, every row interleaved per repetition: autocomplete
+(1.5k prompt tokens, 30 out), chat (300 in, 300 out, sampled), agent turn (8k in sharing
+7.6k with the previous, untimed turn; 200 out), code rewrite (as above) and 4 concurrent
+chats; ``--workload`` picks rows, ``--all`` runs them all.
+
 Run from the repository root::
 
     .venv/bin/python -m bench.workloads mechanics --reps 5
     .venv/bin/python -m bench.workloads rewrite --reps 5 --llama-server PATH
+    .venv/bin/python -m bench.workloads table --all --reps 3 --llama-server PATH --ir IR --gguf GGUF
 """
 
 from __future__ import annotations
