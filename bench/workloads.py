@@ -19,10 +19,17 @@ prompt lookup on and off vs ``llama-server`` (the demo's f16 GGUF) plain and wit
 n-gram lookup. Each server is timed streaming ``/v1/completions`` (greedy, ``ignore_eos``);
 tokens/s = completion tokens / (last token - first token).
 
+``table`` (end to end through HTTP): docs/benchmarks.md's workload table, Sidelight vs
+llama-server on the same weights, every row interleaved per repetition: autocomplete
+(1.5k prompt tokens, 30 out), chat (300 in, 300 out, sampled), agent turn (8k in sharing
+7.6k with the previous, untimed turn; 200 out), code rewrite (as above) and 4 concurrent
+chats; ``--workload`` picks rows, ``--all`` runs them all.
+
 Run from the repository root::
 
     .venv/bin/python -m bench.workloads mechanics --reps 5
     .venv/bin/python -m bench.workloads rewrite --reps 5 --llama-server PATH
+    .venv/bin/python -m bench.workloads table --all --reps 3 --llama-server PATH --ir IR --gguf GGUF
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ def _pipeline(model: Path, mode: str) -> Any:
     scheduler.cache_size = 1
     scheduler.dynamic_split_fuse = True
     properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": 2}
-    if mode == "lookup":
+    if mode.startswith("lookup"):
         properties["prompt_lookup"] = True
     elif mode == "draft":
         properties["draft_model"] = ov_genai.draft_model(str(model), "CPU")
@@ -97,8 +104,9 @@ def _decode(
         config.rng_seed = 7
     config.ignore_eos = True
     if mode != "plain":
-        config.num_assistant_tokens = SPEC_TOKENS
-    if mode == "lookup":
+        # lookup1: one guess a step, what a hot sampled request gets (Backend._speculate)
+        config.num_assistant_tokens = 1 if mode == "lookup1" else SPEC_TOKENS
+    if mode.startswith("lookup"):
         config.max_ngram_size = NGRAM
     handle = pipe.add_request(0, ov.Tensor(np.array([ids], dtype=np.int64)), config)
     out: list[int] = []
@@ -174,6 +182,7 @@ class Timed:
     seconds: float  # first token to last
     tokens: int
     accepted: int | None = None
+    prompt_tokens: int = 0
 
     @property
     def rate(self) -> float:
@@ -357,6 +366,244 @@ def rewrite(
     return rows
 
 
+# ---- the workload table ---------------------------------------------------------------
+
+WORKLOADS = ("autocomplete", "chat", "agent", "rewrite", "concurrent")
+CHAT_TEMPERATURE = 1.0  # what an OpenAI-style client sends when it sets nothing
+AGENT_SHARED = 7600  # tokens of the previous turn the agent's next turn starts with
+AGENT_NEW = 400  # tokens the next turn adds (the tool's output, the next instruction)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One workload: the prompts of one repetition and how they are sampled."""
+
+    prompts: list[str]  # one per concurrent stream
+    new_tokens: int
+    temperature: float
+    warm: str | None = None  # sent first, untimed (the agent's previous turn)
+
+
+class _Text:
+    """Prompt text of an exact token count, cut from the repository's own Python source."""
+
+    def __init__(self, ir: Path) -> None:
+        import openvino_genai as ov_genai
+
+        self.tokenizer = ov_genai.Tokenizer(str(ir))
+        source = "\n".join(p.read_text() for p in sorted((ROOT / "engine").rglob("*.py")))
+        self.ids = self._encode(source)
+        self.chat_template = lambda text: self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        encoded = self.tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]
+        return [int(t) for t in encoded]
+
+    def cut(self, start: int, count: int) -> str:
+        return str(self.tokenizer.decode(self.ids[start : start + count]))
+
+
+def _shape(workload: str, text: _Text, rep: int, rewrite: str, rewrite_tokens: int) -> Shape:
+    """The prompts of ``workload`` for repetition ``rep``: a fresh first line each time, so
+    only what the workload shares (the agent's previous turn) can come from a cache."""
+    head = f"# request {rep} {time.time_ns()}\n"
+    if workload == "autocomplete":
+        # The demo tokenizer has no FIM tokens: prefix and suffix go in a plain prompt of
+        # the same length (what a FIM request costs: its prompt's prefill and 30 tokens).
+        before, after = text.cut(0, 1200), text.cut(1300, 300)
+        prompt = f"{head}<prefix>\n{before}\n<suffix>\n{after}\n<middle>\n"
+        return Shape([prompt], 30, 0.0)
+    if workload in ("chat", "concurrent"):
+        streams = 4 if workload == "concurrent" else 1
+        prompts = [text.chat_template(head + text.cut(2000 + 400 * i, 290)) for i in range(streams)]
+        return Shape(prompts, 300, CHAT_TEMPERATURE)
+    if workload == "agent":
+        previous = head + text.cut(4000, AGENT_SHARED)
+        turn = previous + text.cut(12000, AGENT_NEW)
+        return Shape([turn], 200, 0.0, warm=previous)
+    return Shape([f"{head}{rewrite}"], rewrite_tokens, 0.0)
+
+
+def _stream(port: int, prompt: str, new_tokens: int, temperature: float, model: str) -> Timed:
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": new_tokens,
+        "temperature": temperature,
+        "top_p": 1.0,
+        "seed": 7,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
+    started = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise RuntimeError(f"/v1/completions answered {response.status}: {response.read()[:300]!r}")
+    first = last = None
+    tokens = prompt_tokens = 0
+    for raw in response:
+        line = raw.strip()
+        if not line.startswith(b"data:") or line == b"data: [DONE]":
+            continue
+        chunk = json.loads(line[5:])
+        if chunk.get("choices") and chunk["choices"][0].get("text"):
+            last = time.perf_counter()
+            first = first or last
+        if chunk.get("usage"):
+            tokens = int(chunk["usage"]["completion_tokens"])
+            prompt_tokens = int(chunk["usage"]["prompt_tokens"])
+    conn.close()
+    if first is None or last is None:
+        raise RuntimeError("no text streamed")
+    return Timed(first - started, last - first, tokens, None, prompt_tokens)
+
+
+@dataclass
+class Round:
+    """One repetition of a workload on one server: every stream's timing and the wall time."""
+
+    streams: list[Timed]
+    wall: float
+
+
+def _run_round(port: int, shape: Shape, model: str) -> Round:
+    import threading
+
+    if shape.warm is not None:
+        _stream(port, shape.warm, 1, 0.0, model)
+    results: list[Timed | None] = [None] * len(shape.prompts)
+
+    def one(i: int) -> None:
+        results[i] = _stream(port, shape.prompts[i], shape.new_tokens, shape.temperature, model)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(shape.prompts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    if any(r is None for r in results):
+        raise RuntimeError("a stream failed (see the log above)")
+    return Round([r for r in results if r is not None], wall)
+
+
+def _llama_table_server(
+    binary: Path, gguf: Path, slots: int, threads: int
+) -> tuple[list[str], int, dict[str, str]]:
+    """llama-server as a user runs it: its defaults (prompt cache on), ``threads`` threads, 10k
+    context per slot (the agent turn's 8k prompt and its answer); the model's context
+    length raised to the 16k the IR's config was given (``--ir``)."""
+    port = _free_port()
+    cmd = [
+        str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+        "-t", str(threads), "-tb", str(threads), "-np", str(slots), "-c", str(10240 * slots),
+        # The bench model's GGUF says 4096 (its config); Sidelight serves it with 16k.
+        "--override-kv", "qwen2.context_length=int:16384",
+    ]  # fmt: skip
+    return cmd, port, {}
+
+
+def _sidelight_table_server(
+    ir: Path, home: Path, lookup: bool | None
+) -> tuple[list[str], int, dict[str, str]]:
+    """``sidelight serve`` with its defaults but 2 threads (``lookup`` None: the default)."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(ir), "--port", str(port)]
+    env = {
+        "SIDELIGHT_HOME": str(home),
+        "SIDELIGHT_CPU_THREADS": "2",
+        "SIDELIGHT_IDLE_UNLOAD_SECONDS": "-1",  # no reload between repetitions
+    }
+    if lookup is not None:
+        env["SIDELIGHT_PROMPT_LOOKUP"] = "1" if lookup else "0"
+    return cmd, port, env
+
+
+def table(
+    workloads: list[str],
+    reps: int,
+    ir: Path,
+    gguf: Path,
+    binary: Path,
+    home: Path,
+    lookup_variants: bool,
+    rewrite_tokens: int,
+    llama_threads: int,
+) -> list[dict[str, Any]]:
+    """Every workload on every server, interleaved: for each repetition, each workload runs
+    on Sidelight, then on llama-server (then on the Sidelight variants), in turn."""
+    text = _Text(ir)
+    rewrite = rewrite_prompt(ir, rewrite_tokens) if "rewrite" in workloads else ""
+    servers: dict[str, tuple[list[str], int, dict[str, str]]] = {
+        "sidelight": _sidelight_table_server(ir, home / "default", None),
+        "llama-server": _llama_table_server(binary, gguf, 1, llama_threads),
+    }
+    if "concurrent" in workloads:
+        servers["llama-server -np 4"] = _llama_table_server(binary, gguf, 4, llama_threads)
+    if lookup_variants:
+        servers["sidelight lookup on"] = _sidelight_table_server(ir, home / "on", True)
+        servers["sidelight lookup off"] = _sidelight_table_server(ir, home / "off", False)
+    results: dict[tuple[str, str], list[Round]] = {}
+    loads: dict[str, list[float]] = {w: [] for w in workloads}
+    with contextlib.ExitStack() as stack:
+        for cmd, port, env in servers.values():
+            stack.enter_context(_server(cmd, port, env))
+            _stream(port, "warm up", 8, 0.0, ir.name)
+        for rep in range(reps):
+            for workload in workloads:
+                shape = _shape(workload, text, rep, rewrite, rewrite_tokens)
+                loads[workload].append(os.getloadavg()[0])
+                for name, (_, port, _) in servers.items():
+                    if name.startswith("sidelight lookup") and shape.temperature == 0:
+                        continue  # the lookup choice is about sampled requests
+                    slots = 4 if name == "llama-server -np 4" else 1
+                    if name.startswith("llama-server") and slots != len(shape.prompts):
+                        continue  # one slot for one stream, four for four
+                    got = _run_round(port, shape, ir.name)
+                    results.setdefault((workload, name), []).append(got)
+                    logger.info("%s %s rep %d: %s", workload, name, rep, got)
+    return _rows(workloads, results, loads)
+
+
+def _rows(
+    workloads: list[str], results: dict[tuple[str, str], list[Round]], loads: dict[str, list[float]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for workload in workloads:
+        runs = {name: got for (w, name), got in results.items() if w == workload}
+        base = next(got for name, got in runs.items() if name.startswith("llama-server"))
+        base_wall = median([r.wall for r in base])
+        base_rate = median([sum(t.tokens for t in r.streams) / r.wall for r in base])
+        for name, got in runs.items():
+            wall = median([r.wall for r in got])
+            rate = median([sum(t.tokens for t in r.streams) / r.wall for r in got])
+            streams = [t for r in got for t in r.streams]
+            rows.append(
+                {
+                    "workload": workload,
+                    "server": name,
+                    "prompt_tokens": streams[0].prompt_tokens,
+                    "tokens": sum(t.tokens for t in got[0].streams),
+                    "ttft_s": round(median([t.ttft for t in streams]), 3),
+                    "latency_s": round(wall, 2),
+                    "tok_s": round(rate, 1),
+                    "decode_tok_s": round(median([t.rate for t in streams]), 1),
+                    "speed_vs_llama": round(base_wall / wall, 2),
+                    "tok_s_vs_llama": round(rate / base_rate, 2),
+                    "load": " to ".join(
+                        f"{x:.1f}" for x in (min(loads[workload]), max(loads[workload]))
+                    ),
+                }
+            )
+    return rows
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     keys = list(rows[0])
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
@@ -366,7 +613,23 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", choices=("mechanics", "rewrite"))
+    parser.add_argument("part", choices=("mechanics", "rewrite", "table"))
+    parser.add_argument(
+        "--workload", action="append", choices=WORKLOADS, help="table: a row (repeatable)"
+    )
+    parser.add_argument("--all", action="store_true", help="table: every row")
+    parser.add_argument(
+        "--llama-threads",
+        type=int,
+        default=2,
+        help="table: llama-server's -t/-tb (on a busy 2-core machine 1 is far faster: its "
+        "threads wait for each other at every operation)",
+    )
+    parser.add_argument(
+        "--lookup-variants",
+        action="store_true",
+        help="table: also Sidelight with prompt lookup forced on and off",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--llama-server", type=Path, help="llama-server binary (rewrite)")
@@ -377,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         help="mechanics: an IR folder (repeatable; default: the demo model and tiny-coder)",
     )
     parser.add_argument(
-        "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "draft")
+        "--modes", nargs="+", default=["lookup", "draft"], choices=("lookup", "lookup1", "draft")
     )
     parser.add_argument(
         "--temperature",
@@ -398,6 +661,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "mechanics":
         models = args.model or [DEMO, CODER]
         rows = mechanics(args.reps, args.new_tokens or 200, models, args.modes, args.temperature)
+    elif args.part == "table":
+        if args.llama_server is None:
+            parser.error("table needs --llama-server")
+        chosen = list(WORKLOADS) if args.all else args.workload
+        if not chosen:
+            parser.error("table needs --workload or --all")
+        rows = table(
+            chosen, args.reps, args.ir, args.gguf, args.llama_server, args.home,
+            args.lookup_variants, args.new_tokens or 1000, args.llama_threads,
+        )  # fmt: skip
     else:
         rows = rewrite(
             args.reps, args.new_tokens or 900, args.llama_server, args.ir, args.gguf, args.home

@@ -54,6 +54,10 @@ from engine.worker.textstream import IncrementalDetokenizer
 
 logger = logging.getLogger(__name__)
 
+# Sampled at this temperature or above, a request on a prompt-lookup pipeline guesses one
+# token a step instead of ``speculative_tokens`` (see ``Backend._speculate``).
+LOOKUP_FULL_MAX_TEMPERATURE = 0.5
+
 Emit = Callable[[list[Event]], None]
 
 
@@ -243,14 +247,25 @@ class Backend:
         """Give a request the fields its pipeline's speculative decoding needs.
 
         Every request guesses: GenAI 2026.4 refuses a request without these fields on such
-        a pipeline, and an n-gram longer than the sequence still matches shorter ones, so
-        no request can opt out (the ``prompt_lookup`` setting turns it off for all).
+        a pipeline (``num_assistant_tokens`` 0 included), and an n-gram longer than the
+        sequence still matches shorter ones, so no request can opt out (the
+        ``prompt_lookup`` setting turns it off for all). What a request can choose is how
+        many tokens it guesses: on a prompt-lookup pipeline a request sampled at
+        ``LOOKUP_FULL_MAX_TEMPERATURE`` or above guesses one token a step, the fewest GenAI
+        takes. Its guesses are copies of the prompt, accepted with the model's probability
+        of them, which sampling that hot rarely gives a run of; every guess is one more
+        position the model computes (its output layer over the whole vocabulary included)
+        and checks. Greedy and cool requests (code edits, rewrites, agents) guess
+        ``speculative_tokens``. A draft model's guesses follow the model, so draft
+        pipelines always guess ``speculative_tokens``. docs/benchmarks.md has the figures.
         """
         if self.speculation == "off":
             return
         config.num_assistant_tokens = self.speculative_tokens
         if self.speculation == "prompt_lookup":
             config.max_ngram_size = self.max_ngram_size
+            if config.do_sample and config.temperature >= LOOKUP_FULL_MAX_TEMPERATURE:
+                config.num_assistant_tokens = 1
 
     def submit(self, request: GenerationRequest) -> list[Event]:
         raise NotImplementedError

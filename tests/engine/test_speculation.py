@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.models import spec_from_path
-from engine.worker.backends import Backend
+from engine.worker.backends import LOOKUP_FULL_MAX_TEMPERATURE, Backend
 from engine.worker.messages import (
     Event,
     Finished,
@@ -217,3 +217,16 @@ def test_sampled_requests_accept_guesses_too(lookup: Backend) -> None:
     _, done = _run(lookup, messages=HELLO, max_tokens=60, sampling=sampled)
     assert done.accepted_tokens > 0
     assert done.decode_steps + done.accepted_tokens == 60
+
+
+def test_hot_sampled_requests_guess_one_token_a_step(lookup: Backend) -> None:
+    """A request sampled at LOOKUP_FULL_MAX_TEMPERATURE or above guesses one token a step
+    on a prompt-lookup pipeline, so it takes at most one guess a step; a greedy request
+    still guesses four. The demo model loops after its trained reply, so both find
+    guesses in their own text (a confident model accepts many even when it samples)."""
+    hot = SamplingParams(temperature=LOOKUP_FULL_MAX_TEMPERATURE, seed=3, ignore_eos=True)
+    _, done = _run(lookup, messages=HELLO, max_tokens=200, sampling=hot)
+    assert done.decode_steps + done.accepted_tokens == done.completion_tokens == 200
+    assert 0 < done.accepted_tokens <= done.decode_steps
+    _, greedy = _run(lookup, messages=HELLO, max_tokens=200, sampling=GREEDY)
+    assert greedy.accepted_tokens > greedy.decode_steps  # more than one guess a step taken
