@@ -85,17 +85,17 @@ def test_embedding_model_capabilities(demo_info: ModelInfo) -> None:
 
     embed = replace(demo_info, task="embeddings")
     assert serving.capabilities(embed) == ["embedding"]
-    assert model_entry(embed, None)["type"] == "embeddings"
+    assert model_entry(embed, set())["type"] == "embeddings"
 
 
 def test_lmstudio_entry(demo_info: ModelInfo) -> None:
-    entry = model_entry(demo_info, "sidelight-demo")
+    entry = model_entry(demo_info, {"sidelight-demo"})
     assert entry["type"] == "llm"
     assert entry["state"] == "loaded"
     assert entry["max_context_length"] == entry["loaded_context_length"] == 2048
     assert entry["capabilities"] == ["tool_use"]
     assert entry["compatibility_type"] == "openvino"
-    assert model_entry(demo_info, None)["state"] == "not-loaded"
+    assert model_entry(demo_info, set())["state"] == "not-loaded"
 
 
 def test_names_accept_latest() -> None:
