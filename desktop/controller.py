@@ -591,7 +591,14 @@ class Controller(QObject):
 
     def _apply_status(self, status: EngineStatus) -> None:
         previous, self.status = self.status, status
-        if status.state == READY and previous.state != READY and status.model is not None:
+        # Ready, or ready with another model: with one worker per model a switch may go from
+        # one ready model to the next without a loading status in between.
+        switched = previous.model is None or previous.model.id != (status.model and status.model.id)
+        if (
+            status.state == READY
+            and status.model is not None
+            and (previous.state != READY or switched)
+        ):
             self.state.last_model, self.state.last_device = status.model.id, status.device
             self.state.save(self.settings.paths.config_dir)
             if self._load_started and time.monotonic() - self._load_started > LONG_LOAD_SECONDS:

@@ -7,6 +7,7 @@ real engine fail to load, which is exactly what the error state must show.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -109,6 +110,19 @@ def test_switch_to_the_gguf_model_and_back_from_the_menu(
         lambda: controller.status.state == READY and controller.active_model_id == DEMO_MODEL_ID,
         timeout=60000,
     )
+
+
+def test_a_switch_seen_as_ready_to_ready_is_remembered(desktop: DesktopApp) -> None:
+    """With a worker per model the controller may see the old model ready, then the new one
+    ready, with no loading status between (which status a listener reads first is a race):
+    the new model must still be remembered for the next start."""
+    controller = desktop.controller
+    stored = import_gguf(controller.store, TINY_GGUF)
+    ready = controller.status
+    assert ready.state == READY and ready.model is not None
+    assert ready.model.id == DEMO_MODEL_ID
+    controller._apply_status(replace(ready, model=stored.spec()))
+    assert controller.state.last_model == stored.id
 
 
 def test_switch_device_from_the_menu_shows_failure_and_recovers(
