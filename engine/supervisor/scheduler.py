@@ -106,8 +106,8 @@ class _Slot:
         if measured is None:
             return self.estimate_mb, True
         if self.spec.task == "chat":
-            if status.state == READY:
-                return measured, False
+            if status.state == READY or (status.model is None and status.state == IDLE):
+                return measured, False  # loaded, or a spare worker holding no model
             return max(measured, self.estimate_mb), True
         return max(measured, self.estimate_mb), measured < self.estimate_mb
 
@@ -234,7 +234,7 @@ class Scheduler:
             self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
         client = slot.client
         if new:
-            self._start_client(model_key(spec.id), spec, client, device)
+            self._start_client(model_key(spec.id), slot, device)
         self._notify()
         states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
         client.wait_for(states, max(0.0, deadline - time.monotonic()))
@@ -437,13 +437,14 @@ class Scheduler:
         it, waiting for room like a request would). Other loaded models stay."""
         key = model_key(spec.id)
         with self._lock:
+            former = self._default
             self._default, self._default_spec, self._default_gone = key, spec, None
             self._pending.add(key)
             self._expect_why = None
             self._changed.notify_all()  # requests held by expect_load() may go on
         self._notify()
         threading.Thread(
-            target=self._place, args=(key, spec, device), name="engine-place", daemon=True
+            target=self._place, args=(key, spec, device, former), name="engine-place", daemon=True
         ).start()
 
     def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
@@ -462,7 +463,9 @@ class Scheduler:
         logger.info("%s on %s: %s", spec.id, device, why)
         self._notify()
 
-    def _place(self, key: str, spec: ModelSpec, device: str | None) -> None:
+    def _place(self, key: str, spec: ModelSpec, device: str | None, former: str | None) -> None:
+        if former is not None and former != key:
+            self._drop_spare(former)  # kept only while its model was the default
         with self._lock:
             slot = self._slots.get(key)
             moved = slot is not None and device is not None and slot.device != device
@@ -641,15 +644,29 @@ class Scheduler:
             f"Retry shortly, or raise memory_budget_mb"
         )
 
-    def _start_client(self, key: str, spec: ModelSpec, client: EngineClient, device: str) -> None:
-        client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
-        client.start()
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(client.read_on_loop)
-        if spec.task == "chat":
-            client.load(spec, device)
+    def _start_client(self, key: str, slot: _Slot, device: str) -> None:
+        """Start the worker of a slot :meth:`_reserve` made (and load its chat model).
+
+        Under the lock, and only while the slot is still held: :meth:`close` or
+        :meth:`unload` may have taken it while the evicted models were closing, and a
+        worker started after that would run on with nobody to end it.
+
+        Raises:
+            EngineUnavailable: the slot was closed or unloaded meanwhile.
+        """
+        spec, client = slot.spec, slot.client
+        with self._lock:
+            if self._closing or self._slots.get(key) is not slot:
+                state = STOPPED
+                raise EngineUnavailable(f"{spec.id} was unloaded while it loaded", state, 1)
+            client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
+            client.start()
+            loop = self._loop
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(client.read_on_loop)
+            if spec.task == "chat":
+                client.load(spec, device)
 
     def _on_client_status(
         self, key: str, model_id: str, client: EngineClient, status: EngineStatus
@@ -689,6 +706,14 @@ class Scheduler:
             self._changed.notify_all()
         client.close()
         self._notify()
+
+    def _drop_spare(self, key: str) -> None:
+        """End ``key``'s spare worker (no model) if it has one and is no longer the default:
+        :meth:`_drop_unloaded` kept it only because that model was the default."""
+        with self._lock:
+            slot = self._slots.get(key)
+        if slot is not None and slot.spec.task == "chat":
+            self._drop_unloaded(key, slot.client, "no longer the default model")
 
     def _default_client(self) -> EngineClient:
         with self._lock:
