@@ -571,16 +571,28 @@ class Scheduler:
             NoRoom: no room for it beside busy models within the wait.
             EngineUnavailable, RequestFailed: as :meth:`EngineClient.embed`.
         """
-        client = await asyncio.to_thread(self.acquire, spec, device)
-        return await client.embed(spec, texts, device, truncate)  # type: ignore[no-any-return]
+        for attempt in (1, 2):
+            client = await asyncio.to_thread(self.acquire, spec, device)
+            try:
+                return await client.embed(spec, texts, device, truncate)  # type: ignore[no-any-return]
+            except EngineUnavailable as exc:
+                if not _unloaded_meanwhile(exc, attempt):
+                    raise
+        raise AssertionError("unreachable")
 
     async def rerank(
         self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
     ) -> Reranked:
         """Score ``documents`` against ``query`` with the reranker ``spec`` in its own
         worker (see :meth:`embed`)."""
-        client = await asyncio.to_thread(self.acquire, spec, device)
-        return await client.rerank(spec, query, documents, device)  # type: ignore[no-any-return]
+        for attempt in (1, 2):
+            client = await asyncio.to_thread(self.acquire, spec, device)
+            try:
+                return await client.rerank(spec, query, documents, device)  # type: ignore[no-any-return]
+            except EngineUnavailable as exc:
+                if not _unloaded_meanwhile(exc, attempt):
+                    raise
+        raise AssertionError("unreachable")
 
     # ---- inside --------------------------------------------------------------------------
 
@@ -657,8 +669,8 @@ class Scheduler:
         spec, client = slot.spec, slot.client
         with self._lock:
             if self._closing or self._slots.get(key) is not slot:
-                state = STOPPED
-                raise EngineUnavailable(f"{spec.id} was unloaded while it loaded", state, 1)
+                message = f"{spec.id} was unloaded while it loaded"
+                raise EngineUnavailable(message, STOPPED, 1)
             client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
             client.start()
             loop = self._loop
@@ -738,6 +750,13 @@ class Scheduler:
                 listener(status)
             except Exception:
                 logger.exception("engine status listener failed")
+
+
+def _unloaded_meanwhile(exc: EngineUnavailable, attempt: int) -> bool:
+    """Whether a one-shot request (embed, rerank) found its model's worker closing after
+    :meth:`Scheduler.acquire` gave it (evicted for another model, unloaded): look the model
+    up again, which loads it, once."""
+    return attempt == 1 and exc.state == STOPPED
 
 
 Engine = EngineClient | Scheduler

@@ -12,17 +12,18 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from engine.client import IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
-from engine.models import spec_from_path
+from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
 from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
-from tests.conftest import TINY_CODER
+from tests.conftest import ROOT, TINY_CODER
 from tests.engine.held import finish_reason, held_request
 
 GREEDY = SamplingParams(temperature=0)
@@ -205,3 +206,29 @@ def test_no_worker_starts_after_close_while_a_load_evicts(
     assert closed == [True]
     started = [p for p in psutil.Process().children() if p.pid not in before]
     assert all(_ended(p.pid) for p in started), started
+
+
+def test_an_embedding_model_unloaded_between_lookup_and_request_is_loaded_again(
+    scheduler: Scheduler,
+) -> None:
+    """An embedding model evicted (or unloaded) after :meth:`Scheduler.acquire` gave its
+    worker, before the request reached it, is loaded again, as a chat request is: the
+    request never fails for another model's eviction. The unload is made to happen right
+    after the first lookup by wrapping ``acquire``."""
+    spec = ModelSpec(
+        "tiny-embed", ROOT / "tests" / "fixtures" / "tiny-embed", "ir", task="embeddings"
+    )
+    acquire = scheduler.acquire
+    unloaded: list[bool] = []
+
+    def acquire_then_unload(*args: Any, **kwargs: Any) -> Any:
+        client = acquire(*args, **kwargs)
+        if not unloaded:
+            unloaded.append(scheduler.unload("tiny-embed", "evicted", "evicted"))
+        return client
+
+    scheduler.acquire = acquire_then_unload  # type: ignore[method-assign]
+    result = asyncio.run(scheduler.embed(spec, ["hello", "world"]))
+    assert unloaded == [True]
+    assert len(result.vectors) == 2 and all(result.vectors)
+    assert {m.id for m in scheduler.loaded()} == {"tiny-embed"}
