@@ -35,11 +35,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
@@ -77,6 +77,7 @@ __all__ = [  # with the states a caller of the default view waits for
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+_Answer = TypeVar("_Answer", Embedded, Reranked)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 
 
@@ -571,28 +572,37 @@ class Scheduler:
             NoRoom: no room for it beside busy models within the wait.
             EngineUnavailable, RequestFailed: as :meth:`EngineClient.embed`.
         """
-        for attempt in (1, 2):
-            client = await asyncio.to_thread(self.acquire, spec, device)
-            try:
-                return await client.embed(spec, texts, device, truncate)  # type: ignore[no-any-return]
-            except EngineUnavailable as exc:
-                if not _unloaded_meanwhile(exc, attempt):
-                    raise
-        raise AssertionError("unreachable")
+        return await self._on_worker(
+            spec, device, lambda client: client.embed(spec, texts, device, truncate)
+        )
 
     async def rerank(
         self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
     ) -> Reranked:
         """Score ``documents`` against ``query`` with the reranker ``spec`` in its own
         worker (see :meth:`embed`)."""
-        for attempt in (1, 2):
-            client = await asyncio.to_thread(self.acquire, spec, device)
-            try:
-                return await client.rerank(spec, query, documents, device)  # type: ignore[no-any-return]
-            except EngineUnavailable as exc:
-                if not _unloaded_meanwhile(exc, attempt):
-                    raise
-        raise AssertionError("unreachable")
+        return await self._on_worker(
+            spec, device, lambda client: client.rerank(spec, query, documents, device)
+        )
+
+    async def _on_worker(
+        self,
+        spec: ModelSpec,
+        device: str | None,
+        run: Callable[[EngineClient], Awaitable[_Answer]],
+    ) -> _Answer:
+        """``run`` a one-shot request (embed, rerank) on ``spec``'s worker, loaded on
+        demand. A worker found closing after :meth:`acquire` gave it (the model was evicted
+        for another one, or unloaded, in between) is looked up again once, which loads it:
+        a request never fails for another model's eviction."""
+        client = await asyncio.to_thread(self.acquire, spec, device)
+        try:
+            return await run(client)
+        except EngineUnavailable as exc:
+            if exc.state != STOPPED:
+                raise
+        client = await asyncio.to_thread(self.acquire, spec, device)
+        return await run(client)
 
     # ---- inside --------------------------------------------------------------------------
 
@@ -750,13 +760,6 @@ class Scheduler:
                 listener(status)
             except Exception:
                 logger.exception("engine status listener failed")
-
-
-def _unloaded_meanwhile(exc: EngineUnavailable, attempt: int) -> bool:
-    """Whether a one-shot request (embed, rerank) found its model's worker closing after
-    :meth:`Scheduler.acquire` gave it (evicted for another model, unloaded): look the model
-    up again, which loads it, once."""
-    return attempt == 1 and exc.state == STOPPED
 
 
 Engine = EngineClient | Scheduler
