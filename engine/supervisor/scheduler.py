@@ -261,21 +261,23 @@ class Scheduler:
                         deadline, EngineUnavailable(message, LOADING, RETRY_AFTER_SECONDS)
                     )
                     continue
+                reload = False
                 if slot is not None:
                     slot.last_used = time.monotonic()
                     if spec.task == "chat":
-                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
                         status = slot.client.status()
-                        if status.state == ERROR or status.model is None:
-                            slot.client.load(spec, device)  # unloaded (keep_alive), or failed
-                    return slot, [], False
+                        # Unloaded (idle, keep_alive) with its spare worker kept, or failed:
+                        # it loads again, so it needs its room again like a new model.
+                        reload = status.state == ERROR or status.model is None
+                    if not reload:
+                        return slot, [], False
                 victims = self._plan(key, estimate, device)
                 if victims is not None:
-                    for victim in victims:
-                        gone = model_key(victim.spec.id)
-                        self._slots.pop(gone, None)
-                        if gone == self._default:
-                            self._default_gone = f"evicted for {spec.id}"
+                    self._take(victims, f"evicted for {spec.id}")
+                    if slot is not None:
+                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
+                        slot.client.load(spec, device)
+                        return slot, victims, False
                     slot = _Slot(spec, self._factory(self._settings), device, estimate)
                     self._slots[key] = slot
                     return slot, victims, True
@@ -289,6 +291,14 @@ class Scheduler:
                     self._waiting[spec.id] -= 1
                     if not self._waiting[spec.id]:
                         del self._waiting[spec.id]
+
+    def _take(self, victims: list[_Slot], why: str) -> None:
+        """Remove the slots of the models :meth:`_plan` evicts (lock held)."""
+        for victim in victims:
+            gone = model_key(victim.spec.id)
+            self._slots.pop(gone, None)
+            if gone == self._default:
+                self._default_gone = why
 
     def _wait_until(self, deadline: float, timed_out: Exception) -> None:
         """Wait (holding ``_changed``) for a change, at most until ``deadline``; past it,

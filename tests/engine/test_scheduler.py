@@ -232,3 +232,32 @@ def test_an_embedding_model_unloaded_between_lookup_and_request_is_loaded_again(
     assert unloaded == [True]
     assert len(result.vectors) == 2 and all(result.vectors)
     assert {m.id for m in scheduler.loaded()} == {"tiny-embed"}
+
+
+def test_a_model_loaded_again_in_its_spare_worker_makes_room_like_a_new_one(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """The default model, unloaded for being idle (its spare worker kept), loads again in
+    that worker on the next request: it needs its room again, so an idle model that leaves
+    it no room is evicted instead of both being held past the memory budget."""
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    demo = spec_from_path(tiny_model)
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+    # Room for one model's estimate and an empty worker (~35 MB), not for a loaded model
+    # (~150 MB) beside it.
+    room = estimated_mb(demo, settings) + WORKER_BASE_MB // 2
+    settings = replace(settings, memory_budget_mb=room)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    try:
+        scheduler.load(demo)
+        assert scheduler.wait_for({READY}, 120).state == READY
+        _spare_of_default(scheduler)
+        assert scheduler.acquire(coder, None, 120).status().state == READY
+        assert scheduler.acquire(demo, None, 120).status().state == READY
+        assert {m.id for m in scheduler.loaded()} == {demo.id}
+        gone = [(e.model_id, e.reason) for e in scheduler.recent_unloads()]
+        assert ("tiny-coder", "evicted") in gone
+    finally:
+        scheduler.close()
