@@ -679,14 +679,18 @@ class Scheduler:
     def _start_client(self, key: str, slot: _Slot, device: str) -> None:
         """Start the worker of a slot :meth:`_reserve` made (and load its chat model).
 
-        Under the lock, and only while the slot is still held: :meth:`close` or
-        :meth:`unload` may have taken it while the evicted models were closing, and a
-        worker started after that would run on with nobody to end it.
+        The worker starts under the lock, and only while the slot is still held:
+        :meth:`close` or :meth:`unload` may have taken it while the evicted models were
+        closing, and a worker started after that would run on with nobody to end it.
 
         Raises:
             EngineUnavailable: the slot was closed or unloaded meanwhile.
         """
         spec, client = slot.spec, slot.client
+        if spec.task == "chat" and device.startswith("CPU"):
+            # Before the lock: the first CPU load asks OpenVINO for the CPU's name (the
+            # self-tune's key, kept by the client), which must not stall the tray's polls.
+            client.cpu_properties()
         with self._lock:
             if self._closing or self._slots.get(key) is not slot:
                 message = f"{spec.id} was unloaded while it loaded"
@@ -697,7 +701,7 @@ class Scheduler:
             if loop is not None:
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                     loop.call_soon_threadsafe(client.read_on_loop)
-            if spec.task == "chat":
+            if spec.task == "chat":  # under the lock: no request sees it without a model
                 client.load(spec, device)
 
     def _on_client_status(
