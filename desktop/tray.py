@@ -58,6 +58,7 @@ def unload_text(controller: Controller) -> str | None:
         return None
     event = controller.unloads[-1]
     loaded = {m.lower() for m in controller.loading_models}
+    loaded |= {m.id.lower() for m in controller.loaded_models()}  # any model, not only the default
     status = controller.status
     if status.model is not None and status.state == READY:
         loaded.add(status.model.id.lower())

@@ -319,7 +319,9 @@ class EngineClient(KeepAlive):
         loop = asyncio.get_running_loop()
         with self._lock:
             self._revive()
-            if self._process is None or self._status.state == STOPPED or self._closing:
+            if self._closing:  # unloaded or evicted (close_if_idle): the scheduler retries
+                raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
+            if self._process is None or self._status.state == STOPPED:
                 raise EngineUnavailable("the engine is not running", self._status.state, None)
             request_id = next(self._ids)
             stream = RequestStream(self, request_id, loop)

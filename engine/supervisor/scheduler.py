@@ -35,11 +35,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
@@ -77,6 +77,7 @@ __all__ = [  # with the states a caller of the default view waits for
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+_Answer = TypeVar("_Answer", Embedded, Reranked)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 
 
@@ -106,8 +107,8 @@ class _Slot:
         if measured is None:
             return self.estimate_mb, True
         if self.spec.task == "chat":
-            if status.state == READY:
-                return measured, False
+            if status.state == READY or (status.model is None and status.state == IDLE):
+                return measured, False  # loaded, or a spare worker holding no model
             return max(measured, self.estimate_mb), True
         return max(measured, self.estimate_mb), measured < self.estimate_mb
 
@@ -234,7 +235,7 @@ class Scheduler:
             self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
         client = slot.client
         if new:
-            self._start_client(model_key(spec.id), spec, client, device)
+            self._start_client(model_key(spec.id), slot, device)
         self._notify()
         states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
         client.wait_for(states, max(0.0, deadline - time.monotonic()))
@@ -260,21 +261,23 @@ class Scheduler:
                         deadline, EngineUnavailable(message, LOADING, RETRY_AFTER_SECONDS)
                     )
                     continue
+                reload = False
                 if slot is not None:
                     slot.last_used = time.monotonic()
                     if spec.task == "chat":
-                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
                         status = slot.client.status()
-                        if status.state == ERROR or status.model is None:
-                            slot.client.load(spec, device)  # unloaded (keep_alive), or failed
-                    return slot, [], False
+                        # Unloaded (idle, keep_alive) with its spare worker kept, or failed:
+                        # it loads again, so it needs its room again like a new model.
+                        reload = status.state == ERROR or status.model is None
+                    if not reload:
+                        return slot, [], False
                 victims = self._plan(key, estimate, device)
                 if victims is not None:
-                    for victim in victims:
-                        gone = model_key(victim.spec.id)
-                        self._slots.pop(gone, None)
-                        if gone == self._default:
-                            self._default_gone = f"evicted for {spec.id}"
+                    self._take(victims, f"evicted for {spec.id}")
+                    if slot is not None:
+                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
+                        slot.client.load(spec, device)
+                        return slot, victims, False
                     slot = _Slot(spec, self._factory(self._settings), device, estimate)
                     self._slots[key] = slot
                     return slot, victims, True
@@ -288,6 +291,14 @@ class Scheduler:
                     self._waiting[spec.id] -= 1
                     if not self._waiting[spec.id]:
                         del self._waiting[spec.id]
+
+    def _take(self, victims: list[_Slot], why: str) -> None:
+        """Remove the slots of the models :meth:`_plan` evicts (lock held)."""
+        for victim in victims:
+            gone = model_key(victim.spec.id)
+            self._slots.pop(gone, None)
+            if gone == self._default:
+                self._default_gone = why
 
     def _wait_until(self, deadline: float, timed_out: Exception) -> None:
         """Wait (holding ``_changed``) for a change, at most until ``deadline``; past it,
@@ -437,13 +448,14 @@ class Scheduler:
         it, waiting for room like a request would). Other loaded models stay."""
         key = model_key(spec.id)
         with self._lock:
+            former = self._default
             self._default, self._default_spec, self._default_gone = key, spec, None
             self._pending.add(key)
             self._expect_why = None
             self._changed.notify_all()  # requests held by expect_load() may go on
         self._notify()
         threading.Thread(
-            target=self._place, args=(key, spec, device), name="engine-place", daemon=True
+            target=self._place, args=(key, spec, device, former), name="engine-place", daemon=True
         ).start()
 
     def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
@@ -462,7 +474,9 @@ class Scheduler:
         logger.info("%s on %s: %s", spec.id, device, why)
         self._notify()
 
-    def _place(self, key: str, spec: ModelSpec, device: str | None) -> None:
+    def _place(self, key: str, spec: ModelSpec, device: str | None, former: str | None) -> None:
+        if former is not None and former != key:
+            self._drop_spare(former)  # kept only while its model was the default
         with self._lock:
             slot = self._slots.get(key)
             moved = slot is not None and device is not None and slot.device != device
@@ -568,16 +582,37 @@ class Scheduler:
             NoRoom: no room for it beside busy models within the wait.
             EngineUnavailable, RequestFailed: as :meth:`EngineClient.embed`.
         """
-        client = await asyncio.to_thread(self.acquire, spec, device)
-        return await client.embed(spec, texts, device, truncate)  # type: ignore[no-any-return]
+        return await self._on_worker(
+            spec, device, lambda client: client.embed(spec, texts, device, truncate)
+        )
 
     async def rerank(
         self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
     ) -> Reranked:
         """Score ``documents`` against ``query`` with the reranker ``spec`` in its own
         worker (see :meth:`embed`)."""
+        return await self._on_worker(
+            spec, device, lambda client: client.rerank(spec, query, documents, device)
+        )
+
+    async def _on_worker(
+        self,
+        spec: ModelSpec,
+        device: str | None,
+        run: Callable[[EngineClient], Awaitable[_Answer]],
+    ) -> _Answer:
+        """``run`` a one-shot request (embed, rerank) on ``spec``'s worker, loaded on
+        demand. A worker found closing after :meth:`acquire` gave it (the model was evicted
+        for another one, or unloaded, in between) is looked up again once, which loads it:
+        a request never fails for another model's eviction."""
         client = await asyncio.to_thread(self.acquire, spec, device)
-        return await client.rerank(spec, query, documents, device)  # type: ignore[no-any-return]
+        try:
+            return await run(client)
+        except EngineUnavailable as exc:
+            if exc.state != STOPPED:
+                raise
+        client = await asyncio.to_thread(self.acquire, spec, device)
+        return await run(client)
 
     # ---- inside --------------------------------------------------------------------------
 
@@ -641,15 +676,33 @@ class Scheduler:
             f"Retry shortly, or raise memory_budget_mb"
         )
 
-    def _start_client(self, key: str, spec: ModelSpec, client: EngineClient, device: str) -> None:
-        client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
-        client.start()
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(client.read_on_loop)
-        if spec.task == "chat":
-            client.load(spec, device)
+    def _start_client(self, key: str, slot: _Slot, device: str) -> None:
+        """Start the worker of a slot :meth:`_reserve` made (and load its chat model).
+
+        The worker starts under the lock, and only while the slot is still held:
+        :meth:`close` or :meth:`unload` may have taken it while the evicted models were
+        closing, and a worker started after that would run on with nobody to end it.
+
+        Raises:
+            EngineUnavailable: the slot was closed or unloaded meanwhile.
+        """
+        spec, client = slot.spec, slot.client
+        if spec.task == "chat" and device.startswith("CPU"):
+            # Before the lock: the first CPU load asks OpenVINO for the CPU's name (the
+            # self-tune's key, kept by the client), which must not stall the tray's polls.
+            client.cpu_properties()
+        with self._lock:
+            if self._closing or self._slots.get(key) is not slot:
+                message = f"{spec.id} was unloaded while it loaded"
+                raise EngineUnavailable(message, STOPPED, 1)
+            client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
+            client.start()
+            loop = self._loop
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(client.read_on_loop)
+            if spec.task == "chat":  # under the lock: no request sees it without a model
+                client.load(spec, device)
 
     def _on_client_status(
         self, key: str, model_id: str, client: EngineClient, status: EngineStatus
@@ -689,6 +742,14 @@ class Scheduler:
             self._changed.notify_all()
         client.close()
         self._notify()
+
+    def _drop_spare(self, key: str) -> None:
+        """End ``key``'s spare worker (no model) if it has one and is no longer the default:
+        :meth:`_drop_unloaded` kept it only because that model was the default."""
+        with self._lock:
+            slot = self._slots.get(key)
+        if slot is not None and slot.spec.task == "chat":
+            self._drop_unloaded(key, slot.client, "no longer the default model")
 
     def _default_client(self) -> EngineClient:
         with self._lock:

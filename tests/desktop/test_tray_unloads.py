@@ -94,6 +94,12 @@ def test_tray_shows_a_loading_model_and_says_why_one_went_away(
     assert texts[f"gone:{CODER}"].endswith(f"  {text}")
     assert texts[f"gone:{CODER}"][:5] == time.strftime("%H:%M", time.localtime(event.at))
 
+    # Loaded again beside the default model: the tooltip no longer says it went away.
+    engine.acquire(spec_from_path(TINY_CODER, model_id=CODER), "CPU", 120)
+    assert CODER in {m.id for m in controller.loaded_models() if m.state == "ready"}
+    tray.refresh()
+    assert text not in tray.toolTip()
+
 
 def test_tray_says_the_default_model_left_under_memory_pressure(
     qtbot: QtBot, desktop: DesktopApp

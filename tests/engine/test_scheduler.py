@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
-from engine.client import READY
-from engine.models import spec_from_path
+from engine.client import IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
+from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
+from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
-from tests.conftest import TINY_CODER
+from tests.conftest import ROOT, TINY_CODER
 from tests.engine.held import finish_reason, held_request
 
 GREEDY = SamplingParams(temperature=0)
@@ -105,3 +109,155 @@ def test_unload_refuses_while_a_request_runs(scheduler: Scheduler, tiny_model: P
     refused, reason = asyncio.run(run())
     assert refused is False and reason == "length"
     assert {m.id for m in scheduler.loaded()} == {"sidelight-demo"}
+
+
+def _spare_of_default(scheduler: Scheduler) -> int:
+    """Unload the default model the way its idle timer does (the client's own release):
+    its client starts a spare worker with no model, which stays. Returns that worker's pid."""
+    client = scheduler.running("sidelight-demo")
+    assert client is not None
+    assert client.release("idle")
+    status = client.wait_for({IDLE}, 120)
+    assert status.state == IDLE and status.model is None and status.worker_pid is not None
+    return status.worker_pid
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_former_default_models_spare_worker_ends_when_another_model_is_the_default(
+    scheduler: Scheduler, tiny_model: Path
+) -> None:
+    """The default model's spare worker (kept after an idle unload so the next request
+    loads it there) must end once another model becomes the default: nothing else ever
+    ends it, and /api/ps and the tray never show it."""
+    scheduler.load(spec_from_path(tiny_model))
+    assert scheduler.wait_for({READY}, 120).state == READY
+    spare = _spare_of_default(scheduler)
+    scheduler.load(spec_from_path(TINY_CODER, model_id="tiny-coder"))
+    status = scheduler.wait_for({READY}, 120)
+    assert status.state == READY and status.model is not None
+    assert status.model.id == "tiny-coder"
+    assert _ended(spare)
+    assert scheduler.active_requests() == 0
+
+
+def test_a_spare_worker_costs_what_it_holds_not_its_models_estimate(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """A worker that holds no model (the default's spare after an idle unload) counts its
+    measured memory in the budget, not the unloaded model's estimate with its KV cache:
+    else a model that fits evicts it and the tray says the (already unloaded) default model
+    "made room for another model"."""
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+    # Room for the coder and an empty worker, not for two models' KV-cache budgets.
+    room = estimated_mb(coder, settings) + WORKER_BASE_MB * 3
+    settings = replace(settings, memory_budget_mb=room)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    try:
+        scheduler.load(spec_from_path(tiny_model))
+        assert scheduler.wait_for({READY}, 120).state == READY
+        spare = _spare_of_default(scheduler)
+        assert scheduler.acquire(coder, None, 120).status().state == READY
+        evicted = [e for e in scheduler.recent_unloads() if e.reason == "evicted"]
+        assert evicted == []
+        assert not _ended(spare)
+    finally:
+        scheduler.close()
+
+
+def test_no_worker_starts_after_close_while_a_load_evicts(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """close() while a load is closing the model it evicts (a worker takes a moment to
+    exit): the new model's worker must not start afterwards, left running with nobody to
+    end it. The close is made to happen then by a status listener on the evicted model."""
+    # A budget nothing fits in: the first model loads anyway, the next evicts it.
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, memory_budget_mb=1)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    scheduler.load(spec_from_path(tiny_model))
+    assert scheduler.wait_for({READY}, 120).state == READY
+    victim = scheduler.running("sidelight-demo")
+    assert victim is not None
+    closed: list[bool] = []
+
+    def close_once(status: EngineStatus) -> None:
+        if status.state == STOPPED and not closed:
+            closed.append(True)
+            scheduler.close()
+
+    victim.add_listener(close_once)
+    before = {p.pid for p in psutil.Process().children()}
+    try:
+        with pytest.raises(EngineUnavailable):
+            scheduler.acquire(spec_from_path(TINY_CODER, model_id="tiny-coder"), None, 120)
+    finally:
+        scheduler.close()
+    assert closed == [True]
+    started = [p for p in psutil.Process().children() if p.pid not in before]
+    assert all(_ended(p.pid) for p in started), started
+
+
+def test_an_embedding_model_unloaded_between_lookup_and_request_is_loaded_again(
+    scheduler: Scheduler,
+) -> None:
+    """An embedding model evicted (or unloaded) after :meth:`Scheduler.acquire` gave its
+    worker, before the request reached it, is loaded again, as a chat request is: the
+    request never fails for another model's eviction. The unload is made to happen right
+    after the first lookup by wrapping ``acquire``."""
+    spec = ModelSpec(
+        "tiny-embed", ROOT / "tests" / "fixtures" / "tiny-embed", "ir", task="embeddings"
+    )
+    acquire = scheduler.acquire
+    unloaded: list[bool] = []
+
+    def acquire_then_unload(*args: Any, **kwargs: Any) -> Any:
+        client = acquire(*args, **kwargs)
+        if not unloaded:
+            unloaded.append(scheduler.unload("tiny-embed", "evicted", "evicted"))
+        return client
+
+    scheduler.acquire = acquire_then_unload  # type: ignore[method-assign]
+    result = asyncio.run(scheduler.embed(spec, ["hello", "world"]))
+    assert unloaded == [True]
+    assert len(result.vectors) == 2 and all(result.vectors)
+    assert {m.id for m in scheduler.loaded()} == {"tiny-embed"}
+
+
+def test_a_model_loaded_again_in_its_spare_worker_makes_room_like_a_new_one(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """The default model, unloaded for being idle (its spare worker kept), loads again in
+    that worker on the next request: it needs its room again, so an idle model that leaves
+    it no room is evicted instead of both being held past the memory budget."""
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    demo = spec_from_path(tiny_model)
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+    # Room for one model's estimate and an empty worker (~35 MB), not for a loaded model
+    # (~150 MB) beside it.
+    room = estimated_mb(demo, settings) + WORKER_BASE_MB // 2
+    settings = replace(settings, memory_budget_mb=room)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    try:
+        scheduler.load(demo)
+        assert scheduler.wait_for({READY}, 120).state == READY
+        _spare_of_default(scheduler)
+        assert scheduler.acquire(coder, None, 120).status().state == READY
+        assert scheduler.acquire(demo, None, 120).status().state == READY
+        assert {m.id for m in scheduler.loaded()} == {demo.id}
+        gone = [(e.model_id, e.reason) for e in scheduler.recent_unloads()]
+        assert ("tiny-coder", "evicted") in gone
+    finally:
+        scheduler.close()

@@ -208,6 +208,11 @@ def test_a_long_stream_keeps_streaming_while_another_model_and_embeddings_answer
     assert unloaded.status_code == 200 and unloaded.json() == {"instance_id": B}
     wait_until(lambda: B not in models(server), "B unloaded over LM Studio's API")
     assert set(models(server)) == {A, EMBED}
+    # An embedding model too (its worker holds no chat model for a client to release).
+    body = {"instance_id": EMBED}
+    unloaded = httpx.post(f"{server.base_url}/api/v1/models/unload", json=body, timeout=60)
+    assert unloaded.status_code == 200 and unloaded.json() == {"instance_id": EMBED}
+    assert set(models(server)) == {A}
 
 
 def test_killing_one_models_worker_ends_only_its_requests(server: ServerProcess) -> None:

@@ -25,6 +25,7 @@ from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelDirectory, ModelInfo
 from engine.server.request_body import parse_body
+from engine.supervisor.scheduler import Scheduler
 
 # How long an unload waits for the engine to report it before answering anyway.
 UNLOAD_WAIT_SECONDS = 10.0
@@ -106,7 +107,14 @@ class ModelServing:
         default = _loaded(self._models.status())
         other = None if wanted == default else self._models.engine.running(wanted)
         if other is not None:  # not the default model: end its own worker
-            if not await asyncio.to_thread(other.release, "unloaded"):
+            # By id through the scheduler: an embedding model's worker holds no chat model,
+            # so its client's own release() has nothing to unload and would keep it.
+            engine = self._engine
+            if isinstance(engine, Scheduler):
+                gone = await asyncio.to_thread(engine.unload, wanted, "unloaded")
+            else:
+                gone = await asyncio.to_thread(other.release, "unloaded")
+            if not gone:
                 other.set_keep_alive(0)  # busy: it goes once its requests end
             return JSONResponse({"instance_id": wanted})
         loaded = default
