@@ -269,14 +269,21 @@ def _complete(port: int, prompt: str, new_tokens: int, model: str) -> Timed:
         "stream_options": {"include_usage": True},
         "cache_prompt": False,
     }
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    return _streamed(port, body, timeout=600)
+
+
+def _streamed(port: int, body: dict[str, object], timeout: float) -> Timed:
+    """POST a streamed ``/v1/completions`` and time it: TTFT, first to last token, the
+    completion and prompt tokens from the usage chunk, accepted guesses from ``timings``
+    (Sidelight's and llama-server's field)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     started = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"/v1/completions answered {response.status}: {response.read()[:300]!r}")
     first = last = None
-    tokens = 0
+    tokens = prompt_tokens = 0
     accepted: int | None = None
     for raw in response:
         line = raw.strip()
@@ -289,13 +296,14 @@ def _complete(port: int, prompt: str, new_tokens: int, model: str) -> Timed:
         usage = chunk.get("usage")
         if usage:
             tokens = int(usage["completion_tokens"])
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
         timings = chunk.get("timings") or {}
         if "draft_n_accepted" in timings:
             accepted = int(timings["draft_n_accepted"])
     conn.close()
     if first is None or last is None:
         raise RuntimeError("no text streamed")
-    return Timed(first - started, last - first, tokens, accepted)
+    return Timed(first - started, last - first, tokens, accepted, prompt_tokens)
 
 
 def rewrite_prompt(ir: Path, new_tokens: int) -> str:
@@ -438,29 +446,7 @@ def _stream(port: int, prompt: str, new_tokens: int, temperature: float, model: 
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
-    started = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    if response.status != 200:
-        raise RuntimeError(f"/v1/completions answered {response.status}: {response.read()[:300]!r}")
-    first = last = None
-    tokens = prompt_tokens = 0
-    for raw in response:
-        line = raw.strip()
-        if not line.startswith(b"data:") or line == b"data: [DONE]":
-            continue
-        chunk = json.loads(line[5:])
-        if chunk.get("choices") and chunk["choices"][0].get("text"):
-            last = time.perf_counter()
-            first = first or last
-        if chunk.get("usage"):
-            tokens = int(chunk["usage"]["completion_tokens"])
-            prompt_tokens = int(chunk["usage"]["prompt_tokens"])
-    conn.close()
-    if first is None or last is None:
-        raise RuntimeError("no text streamed")
-    return Timed(first - started, last - first, tokens, None, prompt_tokens)
+    return _streamed(port, body, timeout=900)
 
 
 @dataclass
