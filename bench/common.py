@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,3 +240,30 @@ def wait_healthy(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} did not become healthy")
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def healthy_server(
+    cmd: Sequence[str],
+    port: int,
+    timeout_s: float,
+    name: str = "server",
+    env: Mapping[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``cmd`` (output discarded) and yield it once ``/health`` on ``port`` answers 200;
+    terminate it afterwards (killed if it does not exit within 15 s)."""
+    logger.info("$ %s", " ".join(cmd))
+    full_env = None if env is None else {**os.environ, **env}
+    proc = subprocess.Popen(
+        list(cmd), env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_healthy(port, proc, timeout_s, name)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -42,10 +42,10 @@ from bench.common import (
     CacheLayout,
     CpuMeter,
     add_common_args,
+    healthy_server,
     median,
     setup_logging,
     wait_for_quiet,
-    wait_healthy,
 )
 from bench.timing import RunResult, TokenTracker
 from tests.server.harness import free_port
@@ -125,18 +125,8 @@ def llama_server(
         "-t", str(threads), "-tb", str(threads),
         "-np", str(parallel), "-c", str(ctx_per_slot * parallel),
     ]  # fmt: skip
-    logger.info("$ %s", " ".join(cmd))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(port, proc, timeout_s, "llama-server")
+    with healthy_server(cmd, port, timeout_s, "llama-server") as proc:
         yield ServerHandle("127.0.0.1", port, proc.pid)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _stream_completion(

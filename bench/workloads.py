@@ -40,7 +40,6 @@ import http.client
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -198,28 +197,12 @@ def _free_port() -> int:
         return port
 
 
-def _wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    from bench.common import wait_healthy
-
-    wait_healthy(port, proc, timeout)
-
-
 @contextlib.contextmanager
 def _server(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[int]:
-    logger.info("$ %s", " ".join(cmd))
-    log = open(os.devnull, "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=log)
-    try:
-        _wait_healthy(port, proc)
+    from bench.common import healthy_server
+
+    with healthy_server(cmd, port, 180, env=env) as proc:
         yield proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def sidelight(ir: Path, lookup: bool, home: Path) -> tuple[list[str], int, dict[str, str]]:
