@@ -19,6 +19,7 @@ from engine.client import IDLE, READY, EngineClient
 from engine.models import spec_from_path
 from engine.settings import load_settings
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams
+from tests.engine.held import collect_unloading_after_lookup
 
 GREEDY = SamplingParams(temperature=0)
 
@@ -156,31 +157,15 @@ def test_a_model_unloaded_between_lookup_and_submit_is_loaded_again(
     """The idle timer may end the worker between the pipeline's model lookup and its submit
     (another thread); the request then loads the model again instead of failing. The timer
     firing at that moment is forced by calling release() right after the lookup."""
-    from engine.server.pipeline import GenerateRequest, Pipeline
+    from engine.server.pipeline import Pipeline
 
     client = make_client(sidelight_home, -1)
     client.start()
     try:
         pid = load_tiny(client, tiny_model)
-        pipeline = Pipeline(client)
-        lookup = pipeline.resolver.chat_engine
-        released: list[bool] = []
-
-        async def lookup_then_unload(name: str) -> object:
-            found = await lookup(name)
-            if not released:
-                released.append(client.release("idle"))
-            return found
-
-        pipeline.resolver.chat_engine = lookup_then_unload  # type: ignore[method-assign,assignment]
-        request = GenerateRequest(
-            model="sidelight-demo",
-            dialect="openai",
-            messages=[{"role": "user", "content": "Hi"}],
-            max_tokens=4,
-            sampling=GREEDY,
+        reply, released = collect_unloading_after_lookup(
+            Pipeline(client), lambda name: client.release("idle")
         )
-        reply = asyncio.run(pipeline.collect(request))
         assert released == [True]
         assert reply.done.usage.completion_tokens > 0
         assert client.status().worker_pid != pid

@@ -24,7 +24,7 @@ from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
 from tests.conftest import ROOT, TINY_CODER
-from tests.engine.held import finish_reason, held_request
+from tests.engine.held import collect_unloading_after_lookup, finish_reason, held_request
 
 GREEDY = SamplingParams(temperature=0)
 
@@ -64,30 +64,14 @@ def test_each_model_has_its_own_worker_and_the_default_view_stays(
 def test_a_model_evicted_between_lookup_and_submit_is_loaded_again(
     scheduler: Scheduler, tiny_model: Path
 ) -> None:
-    from engine.server.pipeline import GenerateRequest, Pipeline
+    from engine.server.pipeline import Pipeline
 
     scheduler.load(spec_from_path(tiny_model))
     assert scheduler.wait_for({READY}, 120).state == READY
     old_pid = scheduler.status().worker_pid
-    pipeline = Pipeline(scheduler)
-    lookup = pipeline.resolver.chat_engine
-    unloaded: list[bool] = []
-
-    async def lookup_then_evict(name: str) -> object:
-        found = await lookup(name)
-        if not unloaded:
-            unloaded.append(await asyncio.to_thread(scheduler.unload, name, "evicted"))
-        return found
-
-    pipeline.resolver.chat_engine = lookup_then_evict  # type: ignore[method-assign,assignment]
-    request = GenerateRequest(
-        model="sidelight-demo",
-        dialect="openai",
-        messages=[{"role": "user", "content": "Hi"}],
-        max_tokens=4,
-        sampling=GREEDY,
+    reply, unloaded = collect_unloading_after_lookup(
+        Pipeline(scheduler), lambda name: scheduler.unload(name, "evicted")
     )
-    reply = asyncio.run(pipeline.collect(request))
     assert unloaded == [True]
     assert reply.done.finish_reason in ("stop", "length")
     assert reply.done.usage.completion_tokens > 0
