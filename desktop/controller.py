@@ -322,12 +322,13 @@ class Controller(QObject):
             return measured
 
         def tune() -> cpu_tune.TuneResult | None:  # a pool thread: no widgets
-            key = cpu_tune.machine_key()
-            if cpu_tune.cached_choice(cache_dir, key) is not None:
-                return None
-            tasks.run_on_main(started)
-            measure = cpu_tune.measure_decode(demo_model_path(), cpu.properties())
-            return cpu_tune.self_tune(cpu, measure_quietly(measure), cache_dir, key=key)
+            return cpu_tune.tune_unless_cached(
+                cpu,
+                cache_dir,
+                demo_model_path(),
+                on_start=lambda: tasks.run_on_main(started),
+                wrap=measure_quietly,
+            )
 
         self.tasks.run_in_background(tune, self._on_tuned)
 

@@ -154,6 +154,33 @@ def self_tune(
     return result
 
 
+def tune_unless_cached(
+    cpu: CpuSettings,
+    cache_dir: Path,
+    model_dir: Path,
+    *,
+    key: str | None = None,
+    on_start: Callable[[], None] | None = None,
+    wrap: Callable[[Measure], Measure] | None = None,
+) -> TuneResult | None:
+    """Tune this machine on ``model_dir`` unless its choice is cached (None then).
+
+    The one path for ``sidelight serve`` and the desktop app: ``on_start`` is called once
+    measuring begins (not for a cached choice); ``wrap`` may guard each measurement (the
+    desktop gives up when a reply runs meanwhile). Blocks seconds: call it off the GUI
+    thread and off the event loop.
+    """
+    key = key or machine_key()
+    cached = cached_choice(cache_dir, key)
+    if cached is not None:
+        logger.info("CPU self-tune: cached choice for %s: %s", key, cached or "defaults")
+        return None
+    if on_start is not None:
+        on_start()
+    measure = measure_decode(model_dir, cpu.properties())
+    return self_tune(cpu, wrap(measure) if wrap else measure, cache_dir, key=key)
+
+
 def cached_choice(cache_dir: Path, key: str) -> dict[str, Any] | None:
     """The cached winner for ``key``, or ``None`` when this machine was not tuned yet."""
     path = cache_dir / CACHE_FILE

@@ -186,13 +186,8 @@ class EngineClient(KeepAlive):
             return
         key = self._machine_key or cpu_tune.machine_key()
         self._machine_key = key
-        cached = cpu_tune.cached_choice(cache_dir, key)
-        if cached is not None:
-            logger.info("CPU self-tune: cached choice for %s: %s", key, cached or "defaults")
-            return
         try:
-            measure = cpu_tune.measure_decode(model_dir or demo_model_path(), cpu.properties())
-            cpu_tune.self_tune(cpu, measure, cache_dir, key=key)
+            cpu_tune.tune_unless_cached(cpu, cache_dir, model_dir or demo_model_path(), key=key)
         except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
             logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
