@@ -143,6 +143,7 @@ class Scheduler:
         self._default: str | None = None  # key of the default model
         self._default_spec: ModelSpec | None = None
         self._default_gone: str | None = None  # why the default model left (idle, ...)
+        self._estimates: dict[tuple[Path, str], int] = {}  # _estimate()'s memo
         self._pending: set[str] = set()  # keys being placed by load() on a thread
         self._expect_why: str | None = None  # expect_load()'s reason, until load()
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
@@ -226,7 +227,7 @@ class Scheduler:
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
         device = device or self._settings.device
-        estimate = budget.estimated_mb(spec, self._settings)  # reads files: before the lock
+        estimate = self._estimate(spec)  # reads files once per model: before the lock
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         slot, victims, new = self._reserve(spec, device, estimate, deadline)
         for victim in victims:  # outside the lock: a worker takes a moment to exit
@@ -240,6 +241,16 @@ class Scheduler:
         states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
         client.wait_for(states, max(0.0, deadline - time.monotonic()))
         return client
+
+    def _estimate(self, spec: ModelSpec) -> int:
+        """:func:`budget.estimated_mb` of ``spec``, read from disk once per model folder:
+        every embed/rerank request passes through :meth:`acquire`, and a model's files do
+        not change while it is served (any thread; a dict write is atomic)."""
+        key = (spec.path, spec.task)
+        estimate = self._estimates.get(key)
+        if estimate is None:
+            estimate = self._estimates[key] = budget.estimated_mb(spec, self._settings)
+        return estimate
 
     def _reserve(
         self, spec: ModelSpec, device: str, estimate: int, deadline: float
