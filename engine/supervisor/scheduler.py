@@ -95,6 +95,7 @@ class _Slot:
     device: str
     estimate_mb: int
     last_used: float = field(default_factory=time.monotonic)
+    started: bool = False  # its worker runs (set by _start_client, under the lock)
 
     def cost_mb(self) -> tuple[int, bool]:
         """What this model holds now (MB) and whether that is only the estimate.
@@ -279,7 +280,9 @@ class Scheduler:
                         status = slot.client.status()
                         # Unloaded (idle, keep_alive) with its spare worker kept, or failed:
                         # it loads again, so it needs its room again like a new model.
-                        reload = status.state == ERROR or status.model is None
+                        # A slot whose worker is not started yet is being placed by another
+                        # request: wait for that load (below), never load it a second time.
+                        reload = slot.started and (status.state == ERROR or status.model is None)
                     if not reload:
                         return slot, [], False
                 victims = self._plan(key, estimate, device)
@@ -714,6 +717,7 @@ class Scheduler:
                     loop.call_soon_threadsafe(client.read_on_loop)
             if spec.task == "chat":  # under the lock: no request sees it without a model
                 client.load(spec, device)
+            slot.started = True
 
     def _on_client_status(
         self, key: str, model_id: str, client: EngineClient, status: EngineStatus

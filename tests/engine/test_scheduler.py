@@ -245,3 +245,61 @@ def test_a_model_loaded_again_in_its_spare_worker_makes_room_like_a_new_one(
         assert ("tiny-coder", "evicted") in gone
     finally:
         scheduler.close()
+
+
+def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """Two requests for one model: the first reserves its slot and starts the worker (a
+    first CPU load first asks OpenVINO for the CPU's name, which took seconds while the
+    self-tune ran in the CI). The second, arriving in between, must wait for that load, not
+    load the model again into a worker that is not running yet (it raised OSError, a 500).
+    The first start is held on an event through the client factory, the one seam the
+    scheduler offers; the clients themselves are real."""
+    import threading
+    import time
+
+    from engine.client import EngineClient
+
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, cpu=replace(settings.cpu, self_tune=False))
+    go_on = threading.Event()
+
+    class HeldClient(EngineClient):
+        def cpu_properties(self) -> dict[str, Any]:
+            go_on.wait(60)
+            return super().cpu_properties()
+
+    scheduler = Scheduler(settings, client_factory=HeldClient)
+    scheduler.start()
+    spec = spec_from_path(tiny_model)
+    try:
+        results: list[object] = []
+        first = threading.Thread(target=lambda: results.append(scheduler.acquire(spec, None, 120)))
+        first.start()
+        for _ in range(6000):  # until the first request holds the slot (bounded)
+            with scheduler._lock:
+                if scheduler._slots:
+                    break
+            time.sleep(0.01)
+        second: list[object] = []
+
+        def again() -> None:
+            try:
+                second.append(scheduler.acquire(spec, None, 120))
+            except Exception as exc:  # the defect: OSError from loading an unstarted worker
+                second.append(exc)
+
+        other = threading.Thread(target=again)
+        other.start()
+        other.join(2)  # it must be waiting for the first load, not failing
+        assert not second, second
+        go_on.set()
+        first.join(120)
+        other.join(120)
+        assert len(results) == 1 and len(second) == 1
+        assert second[0] is results[0], second
+        assert results[0].status().state == READY  # type: ignore[attr-defined]
+    finally:
+        go_on.set()
+        scheduler.close()
