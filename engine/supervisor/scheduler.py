@@ -219,29 +219,64 @@ class Scheduler:
         models to go idle when ``spec`` needs their room, then for the load. Returns the
         client whatever its state then (``ready``, ``error``, still ``loading``): the
         caller says which. Typed ``Any`` for :class:`EngineLike` callers (it is an
-        :class:`EngineClient`).
+        :class:`EngineClient`). A worker closed while the request waited for its load
+        (the model unloaded meanwhile) is looked up again once, which loads the model
+        again: a request never fails for another's unload or eviction.
 
         Raises:
             NoRoom: ``spec`` does not fit beside models whose requests stayed in flight.
-            EngineUnavailable: the scheduler is closing.
+            EngineUnavailable: the scheduler is closing, or ``spec`` was unloaded again
+                while it loaded again (``stopped``, retry shortly).
         """
+        return self._acquire(spec, device, timeout, tries=2)
+
+    def _acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None, tries: int
+    ) -> EngineClient:
+        """:meth:`acquire`, looking ``spec`` up at most ``tries`` times when its worker is
+        closed while the request waits for its load (blocks)."""
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
         device = device or self._settings.device
         estimate = self._estimate(spec)  # reads files once per model: before the lock
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
-        slot, victims, new = self._reserve(spec, device, estimate, deadline)
-        for victim in victims:  # outside the lock: a worker takes a moment to exit
-            logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
-            victim.client.close()
-            self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
-        client = slot.client
-        if new:
-            self._start_client(model_key(spec.id), slot, device)
-        self._notify()
+        key = model_key(spec.id)
         states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
-        client.wait_for(states, max(0.0, deadline - time.monotonic()))
-        return client
+        for _ in range(tries):
+            slot, victims, new = self._reserve(spec, device, estimate, deadline)
+            for victim in victims:  # outside the lock: a worker takes a moment to exit
+                logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
+                victim.client.close()
+                self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
+            if new:
+                # Taken meanwhile (unloaded, closing): _wait_served sees it left, and the
+                # next look-up loads it again or says the scheduler is closing.
+                with contextlib.suppress(EngineUnavailable):
+                    self._start_client(key, slot, device)
+            self._notify()
+            if self._wait_served(key, slot, states, deadline):
+                return slot.client
+            logger.info("%s was unloaded while a request waited for its load", spec.id)
+        raise EngineUnavailable(f"{spec.id} was unloaded while it loaded; retry", STOPPED, 1)
+
+    def _wait_served(
+        self, key: str, slot: _Slot, states: Collection[EngineState], deadline: float
+    ) -> bool:
+        """Wait (blocks, no lock held on entry) until ``slot``'s client is in one of
+        ``states`` or ``deadline`` passes: True, the caller reads its state. False when
+        the slot left the scheduler meanwhile (unloaded, or the scheduler closing): its
+        client ends ``stopped``, which a wait for ``states`` alone would sit out to the
+        deadline. A slot another request is still starting (its worker not spawned, so
+        ``stopped`` too) is waited for first."""
+        with self._changed:
+            while not slot.started and self._slots.get(key) is slot:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                self._changed.wait(min(_POLL_SECONDS, left))
+        # Once started, a client is stopped only by close(), after its slot was taken.
+        status = slot.client.wait_for({*states, STOPPED}, max(0.0, deadline - time.monotonic()))
+        return status.state != STOPPED
 
     def _estimate(self, spec: ModelSpec) -> int:
         """:func:`budget.estimated_mb` of ``spec``, read from disk once per model folder:
@@ -496,8 +531,10 @@ class Scheduler:
             moved = slot is not None and device is not None and slot.device != device
         if moved and not self.unload(key, f"moving to {device}"):
             logger.warning("%s has requests in flight: it stays where it is", spec.id)
+        wait = max(self._settings.load_wait_seconds, 600.0)
         try:
-            self.acquire(spec, device, max(self._settings.load_wait_seconds, 600.0))
+            # One try: unloaded by hand while it loads, it stays unloaded (the user's word).
+            self._acquire(spec, device, wait, tries=1)
         except (NoRoom, EngineUnavailable) as exc:
             logger.error("could not load %s: %s", spec.id, exc)
             with self._lock:

@@ -303,3 +303,59 @@ def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
     finally:
         go_on.set()
         scheduler.close()
+
+
+def test_a_request_waiting_for_a_load_that_is_unloaded_loads_the_model_again(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """Two requests wait for one model's load; it is unloaded meanwhile (the tray's Unload):
+    its worker ends ``stopped``, which a wait for ``ready``/``error`` never saw, so both
+    sat out the whole load wait and got a stopped worker. They must look the model up
+    again and be served by one new worker. The waits are held until the unload through
+    the client factory, the one seam the scheduler offers; the clients are real."""
+    import threading
+
+    from engine.client import EngineClient
+
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, cpu=replace(settings.cpu, self_tune=False))
+    arrived = threading.Semaphore(0)
+    unloaded = threading.Event()
+
+    class HeldClient(EngineClient):
+        def wait_for(self, states: Any, timeout: float) -> EngineStatus:
+            if not unloaded.is_set():  # a request waits for this load: hold it here
+                arrived.release()
+                unloaded.wait(60)
+            return super().wait_for(states, timeout)
+
+    scheduler = Scheduler(settings, client_factory=HeldClient)
+    scheduler.start()
+    spec = spec_from_path(tiny_model)
+    results: list[object] = []
+
+    def request() -> None:
+        try:
+            results.append(scheduler.acquire(spec, None, 120))
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=request) for _ in range(2)]
+    try:
+        for thread in threads:  # the first starts the load, the second waits for it
+            thread.start()
+            assert arrived.acquire(timeout=60)
+        with scheduler._lock:
+            first = scheduler._slots[spec.id].client  # the worker both wait for
+        assert scheduler.unload(spec.id)
+        unloaded.set()
+        for thread in threads:
+            thread.join(180)
+        assert len(results) == 2 and results[0] is results[1], results
+        client = results[0]
+        assert isinstance(client, EngineClient) and client is not first
+        assert client.status().state == READY
+        assert scheduler.running(spec.id) is client
+    finally:
+        unloaded.set()
+        scheduler.close()
