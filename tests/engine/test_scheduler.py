@@ -17,9 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from engine.client import IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
+from engine.client import ERROR, IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
+from engine.supervisor import scheduler as scheduler_module
 from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
@@ -302,6 +303,52 @@ def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
         assert results[0].status().state == READY  # type: ignore[attr-defined]
     finally:
         go_on.set()
+        scheduler.close()
+
+
+def test_a_default_model_that_could_not_be_placed_is_an_error_not_an_unload(
+    sidelight_home: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default model that never got its room was never loaded: the default view (/health,
+    the tray) says "could not load <id>: <why>" in state ``error``, as a worker's own failed
+    load does, not a healthy ``idle`` "<id> was unloaded". A default model loaded and then
+    unloaded still says that. The room is held by a model whose request is in flight
+    (its worker stopped with SIGSTOP) under a 1 MB budget; the placement's wait for room
+    (at least ten minutes) is cut to nothing so no room comes at once."""
+    monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 0.0)
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, memory_budget_mb=1, load_wait_seconds=0.0)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    demo = spec_from_path(tiny_model)
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+
+    async def place_beside_a_busy_model() -> EngineStatus:
+        client = await asyncio.to_thread(scheduler.acquire, coder, None, 120)
+        assert client.status().state == READY
+        async with held_request(client, 300) as stream:
+            scheduler.load(demo)
+            status = await asyncio.to_thread(scheduler.wait_for, {ERROR, IDLE}, 120)
+        assert await finish_reason(stream) == "length"
+        return status
+
+    try:
+        status = asyncio.run(place_beside_a_busy_model())
+        assert status.state == ERROR, status
+        assert status.message is not None
+        assert status.message.startswith(f"could not load {demo.id}: {demo.id} needs about")
+        assert status.unloaded is None
+        assert status.model is not None and status.model.id == demo.id
+
+        monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 120.0)
+        scheduler.load(demo)  # the coder is idle now: evicted for it
+        assert scheduler.wait_for({READY, ERROR}, 120).state == READY
+        assert scheduler.release("idle")
+        status = scheduler.status()
+        assert (status.state, status.unloaded) == (IDLE, "idle")
+        assert status.message == f"{demo.id} was unloaded (idle)"
+    finally:
         scheduler.close()
 
 
