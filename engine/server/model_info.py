@@ -146,8 +146,14 @@ class ModelDirectory:
         return await asyncio.to_thread(self._list_sync, self.status())
 
     async def find(self, name: str) -> ModelInfo | None:
-        """The model called ``name`` (in any case, spaces around it dropped), or ``None``."""
+        """The model called ``name`` (in any case, spaces around it dropped), or ``None``;
+        the request log notes it as the model the request asked for."""
         note_model(requested=name)  # the request log shows what was asked, even if unknown
+        return await self.look_up(name)
+
+    async def look_up(self, name: str) -> ModelInfo | None:
+        """As :meth:`find`, for a listing (``/api/ps``): the request asked for no model, so
+        the request log notes none (else it shows each listed model as requested)."""
         return await asyncio.to_thread(self._find_sync, name, self.status())
 
     def _list_sync(self, status: EngineStatus) -> list[ModelInfo]:

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
@@ -77,6 +77,7 @@ __all__ = [  # with the states a caller of the default view waits for
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+PLACE_WAIT_SECONDS = 600.0  # the least a default model's load waits for room and its load
 _Answer = TypeVar("_Answer", Embedded, Reranked)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 
@@ -84,6 +85,18 @@ _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 def model_key(model_id: str) -> str:
     """The key a model is held under: ids ignore case and surrounding spaces."""
     return model_id.strip().lower()
+
+
+@dataclass(frozen=True)
+class _DefaultGone:
+    """Why the default model has no worker: ``unloaded`` when it was placed then went (idle,
+    evicted, unloaded by hand), ``not_loaded`` when it could never be placed (no room beside
+    busy models, the engine closing); ``reason`` says it in words. The default view shows
+    the first as a healthy ``idle`` ("<id> was unloaded (<reason>)") and the second as
+    ``error`` ("could not load <id>: <reason>"), as a worker reports its own failed load."""
+
+    how: Literal["unloaded", "not_loaded"]
+    reason: str
 
 
 @dataclass
@@ -143,7 +156,7 @@ class Scheduler:
         self._slots: dict[str, _Slot] = {}
         self._default: str | None = None  # key of the default model
         self._default_spec: ModelSpec | None = None
-        self._default_gone: str | None = None  # why the default model left (idle, ...)
+        self._default_gone: _DefaultGone | None = None  # why the default model has no worker
         self._estimates: dict[tuple[Path, str], int] = {}  # _estimate()'s memo
         self._pending: set[str] = set()  # keys being placed by load() on a thread
         self._expect_why: str | None = None  # expect_load()'s reason, until load()
@@ -219,29 +232,64 @@ class Scheduler:
         models to go idle when ``spec`` needs their room, then for the load. Returns the
         client whatever its state then (``ready``, ``error``, still ``loading``): the
         caller says which. Typed ``Any`` for :class:`EngineLike` callers (it is an
-        :class:`EngineClient`).
+        :class:`EngineClient`). A worker closed while the request waited for its load
+        (the model unloaded meanwhile) is looked up again once, which loads the model
+        again: a request never fails for another's unload or eviction.
 
         Raises:
             NoRoom: ``spec`` does not fit beside models whose requests stayed in flight.
-            EngineUnavailable: the scheduler is closing.
+            EngineUnavailable: the scheduler is closing, or ``spec`` was unloaded again
+                while it loaded again (``stopped``, retry shortly).
         """
+        return self._acquire(spec, device, timeout, tries=2)
+
+    def _acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None, tries: int
+    ) -> EngineClient:
+        """:meth:`acquire`, looking ``spec`` up at most ``tries`` times when its worker is
+        closed while the request waits for its load (blocks)."""
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
         device = device or self._settings.device
         estimate = self._estimate(spec)  # reads files once per model: before the lock
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
-        slot, victims, new = self._reserve(spec, device, estimate, deadline)
-        for victim in victims:  # outside the lock: a worker takes a moment to exit
-            logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
-            victim.client.close()
-            self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
-        client = slot.client
-        if new:
-            self._start_client(model_key(spec.id), slot, device)
-        self._notify()
+        key = model_key(spec.id)
         states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
-        client.wait_for(states, max(0.0, deadline - time.monotonic()))
-        return client
+        for _ in range(tries):
+            slot, victims, new = self._reserve(spec, device, estimate, deadline)
+            for victim in victims:  # outside the lock: a worker takes a moment to exit
+                logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
+                victim.client.close()
+                self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
+            if new:
+                # Taken meanwhile (unloaded, closing): _wait_served sees it left, and the
+                # next look-up loads it again or says the scheduler is closing.
+                with contextlib.suppress(EngineUnavailable):
+                    self._start_client(key, slot, device)
+            self._notify()
+            if self._wait_served(key, slot, states, deadline):
+                return slot.client
+            logger.info("%s was unloaded while a request waited for its load", spec.id)
+        raise EngineUnavailable(f"{spec.id} was unloaded while it loaded; retry", STOPPED, 1)
+
+    def _wait_served(
+        self, key: str, slot: _Slot, states: Collection[EngineState], deadline: float
+    ) -> bool:
+        """Wait (blocks, no lock held on entry) until ``slot``'s client is in one of
+        ``states`` or ``deadline`` passes: True, the caller reads its state. False when
+        the slot left the scheduler meanwhile (unloaded, or the scheduler closing): its
+        client ends ``stopped``, which a wait for ``states`` alone would sit out to the
+        deadline. A slot another request is still starting (its worker not spawned, so
+        ``stopped`` too) is waited for first."""
+        with self._changed:
+            while not slot.started and self._slots.get(key) is slot:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                self._changed.wait(min(_POLL_SECONDS, left))
+        # Once started, a client is stopped only by close(), after its slot was taken.
+        status = slot.client.wait_for({*states, STOPPED}, max(0.0, deadline - time.monotonic()))
+        return status.state != STOPPED
 
     def _estimate(self, spec: ModelSpec) -> int:
         """:func:`budget.estimated_mb` of ``spec``, read from disk once per model folder:
@@ -312,7 +360,7 @@ class Scheduler:
             gone = model_key(victim.spec.id)
             self._slots.pop(gone, None)
             if gone == self._default:
-                self._default_gone = why
+                self._default_gone = _DefaultGone("unloaded", why)
 
     def _wait_until(self, deadline: float, timed_out: Exception) -> None:
         """Wait (holding ``_changed``) for a change, at most until ``deadline``; past it,
@@ -396,7 +444,7 @@ class Scheduler:
                 return False
             del self._slots[key]
             if key == self._default:
-                self._default_gone = reason
+                self._default_gone = _DefaultGone("unloaded", reason)
             self._changed.notify_all()
         logger.info("unloading %s (%s)", slot.spec.id, reason)
         slot.client.close()
@@ -496,13 +544,16 @@ class Scheduler:
             moved = slot is not None and device is not None and slot.device != device
         if moved and not self.unload(key, f"moving to {device}"):
             logger.warning("%s has requests in flight: it stays where it is", spec.id)
+        wait = max(self._settings.load_wait_seconds, PLACE_WAIT_SECONDS)
         try:
-            self.acquire(spec, device, max(self._settings.load_wait_seconds, 600.0))
+            # One try: unloaded by hand while it loads, it stays unloaded (the user's word).
+            self._acquire(spec, device, wait, tries=1)
         except (NoRoom, EngineUnavailable) as exc:
             logger.error("could not load %s: %s", spec.id, exc)
             with self._lock:
-                if self._default == key:
-                    self._default_gone = str(exc)
+                # An unload meanwhile already said why it has no worker: that stays.
+                if self._default == key and self._default_gone is None:
+                    self._default_gone = _DefaultGone("not_loaded", str(exc))
         finally:
             with self._lock:
                 self._pending.discard(key)
@@ -523,8 +574,11 @@ class Scheduler:
         if not started:
             return EngineStatus(state=STOPPED)
         if gone is not None and spec is not None:
-            message = f"{spec.id} was unloaded ({gone})"
-            return EngineStatus(state=IDLE, message=message, unloaded=gone)
+            if gone.how == "not_loaded":  # never loaded: not healthy, unlike an unload
+                message = f"could not load {spec.id}: {gone.reason}"
+                return EngineStatus(state=ERROR, model=spec, message=message)
+            message = f"{spec.id} was unloaded ({gone.reason})"
+            return EngineStatus(state=IDLE, message=message, unloaded=gone.reason)
         return EngineStatus(state=IDLE)
 
     def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
@@ -753,7 +807,7 @@ class Scheduler:
                 return  # loaded again meanwhile
             del self._slots[key]
             if key == self._default:
-                self._default_gone = reason
+                self._default_gone = _DefaultGone("unloaded", reason)
             self._changed.notify_all()
         client.close()
         self._notify()

@@ -17,9 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from engine.client import IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
+from engine.client import ERROR, IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
+from engine.supervisor import scheduler as scheduler_module
 from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.worker.messages import SamplingParams
@@ -302,4 +303,106 @@ def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
         assert results[0].status().state == READY  # type: ignore[attr-defined]
     finally:
         go_on.set()
+        scheduler.close()
+
+
+def test_a_default_model_that_could_not_be_placed_is_an_error_not_an_unload(
+    sidelight_home: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default model that never got its room was never loaded: the default view (/health,
+    the tray) says "could not load <id>: <why>" in state ``error``, as a worker's own failed
+    load does, not a healthy ``idle`` "<id> was unloaded". A default model loaded and then
+    unloaded still says that. The room is held by a model whose request is in flight
+    (its worker stopped with SIGSTOP) under a 1 MB budget; the placement's wait for room
+    (at least ten minutes) is cut to nothing so no room comes at once."""
+    monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 0.0)
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, memory_budget_mb=1, load_wait_seconds=0.0)
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    demo = spec_from_path(tiny_model)
+    coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
+
+    async def place_beside_a_busy_model() -> EngineStatus:
+        client = await asyncio.to_thread(scheduler.acquire, coder, None, 120)
+        assert client.status().state == READY
+        async with held_request(client, 300) as stream:
+            scheduler.load(demo)
+            status = await asyncio.to_thread(scheduler.wait_for, {ERROR, IDLE}, 120)
+        assert await finish_reason(stream) == "length"
+        return status
+
+    try:
+        status = asyncio.run(place_beside_a_busy_model())
+        assert status.state == ERROR, status
+        assert status.message is not None
+        assert status.message.startswith(f"could not load {demo.id}: {demo.id} needs about")
+        assert status.unloaded is None
+        assert status.model is not None and status.model.id == demo.id
+
+        monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 120.0)
+        scheduler.load(demo)  # the coder is idle now: evicted for it
+        assert scheduler.wait_for({READY, ERROR}, 120).state == READY
+        assert scheduler.release("idle")
+        status = scheduler.status()
+        assert (status.state, status.unloaded) == (IDLE, "idle")
+        assert status.message == f"{demo.id} was unloaded (idle)"
+    finally:
+        scheduler.close()
+
+
+def test_a_request_waiting_for_a_load_that_is_unloaded_loads_the_model_again(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """Two requests wait for one model's load; it is unloaded meanwhile (the tray's Unload):
+    its worker ends ``stopped``, which a wait for ``ready``/``error`` never saw, so both
+    sat out the whole load wait and got a stopped worker. They must look the model up
+    again and be served by one new worker. The waits are held until the unload through
+    the client factory, the one seam the scheduler offers; the clients are real."""
+    import threading
+
+    from engine.client import EngineClient
+
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings = replace(settings, cpu=replace(settings.cpu, self_tune=False))
+    arrived = threading.Semaphore(0)
+    unloaded = threading.Event()
+
+    class HeldClient(EngineClient):
+        def wait_for(self, states: Any, timeout: float) -> EngineStatus:
+            if not unloaded.is_set():  # a request waits for this load: hold it here
+                arrived.release()
+                unloaded.wait(60)
+            return super().wait_for(states, timeout)
+
+    scheduler = Scheduler(settings, client_factory=HeldClient)
+    scheduler.start()
+    spec = spec_from_path(tiny_model)
+    results: list[object] = []
+
+    def request() -> None:
+        try:
+            results.append(scheduler.acquire(spec, None, 120))
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=request) for _ in range(2)]
+    try:
+        for thread in threads:  # the first starts the load, the second waits for it
+            thread.start()
+            assert arrived.acquire(timeout=60)
+        with scheduler._lock:
+            first = scheduler._slots[spec.id].client  # the worker both wait for
+        assert scheduler.unload(spec.id)
+        unloaded.set()
+        for thread in threads:
+            thread.join(180)
+        assert len(results) == 2 and results[0] is results[1], results
+        client = results[0]
+        assert isinstance(client, EngineClient) and client is not first
+        assert client.status().state == READY
+        assert scheduler.running(spec.id) is client
+    finally:
+        unloaded.set()
         scheduler.close()

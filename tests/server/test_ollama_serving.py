@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from engine.client import READY
 from engine.gguf import read_metadata
 from engine.models import spec_from_path
 from engine.server.lmstudio import model_entry
 from engine.server.model_info import FIM_TOKENS, ModelInfo, describe
+from engine.server.monitor.monitor import bind, unbind
+from engine.server.monitor.record import OpenRequest
 from engine.server.ollama import protocol, serving
 from engine.server.ollama.output import Piece, check_request, format_schema, piece
 from engine.server.pipeline import GenerateRequest, Pipeline
+from engine.settings import load_settings
+from engine.supervisor.scheduler import Scheduler
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 from tests.server.fake_engine import FakeEngine
 
@@ -199,3 +205,30 @@ def test_format_becomes_a_schema() -> None:
     assert format_schema("json") == {"type": "object"}
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     assert format_schema(schema) == schema
+
+
+async def test_listing_the_running_models_names_no_requested_model(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """/api/ps looks each running model up to describe it: a listing, not a request for
+    that model, so the request it serves must not name one (a lookup notes the model a
+    request asked for, for the request log). Over HTTP a GET is not recorded today (the
+    monitor middleware skips listings); the request is bound here as the middleware binds
+    one it records. Real scheduler and worker, the tiny model loaded."""
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings.paths.ensure()
+    scheduler = Scheduler(settings)
+    scheduler.start()
+    try:
+        scheduler.load(spec_from_path(tiny_model))
+        assert (await asyncio.to_thread(scheduler.wait_for, {READY}, 120)).state == READY
+        request = OpenRequest(dialect="ollama", method="GET", route="/api/ps")
+        token = bind(request)
+        try:
+            listed = await serving.OllamaServing(Pipeline(scheduler)).ps()
+        finally:
+            unbind(token)
+        assert [entry["name"] for entry in listed["models"]] == ["sidelight-demo:latest"]
+        assert (request.requested_model, request.model) == (None, None)
+    finally:
+        await asyncio.to_thread(scheduler.close)

@@ -117,7 +117,7 @@ class OllamaServing:
         for model in self.pipeline.engine.loaded():
             if model.state not in (READY, LOADING):
                 continue
-            info = await self.models.find(model.id)
+            info = await self.models.look_up(model.id)  # listed, not requested
             if info is None:
                 continue
             on_gpu = bool(model.device) and not str(model.device).startswith("CPU")
