@@ -126,6 +126,42 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+# --- the machine ---------------------------------------------------------------------------
+# Figures move with the CPU's vector extensions, not only its speed: OpenVINO's CPU plugin
+# infers in bf16 by default where the CPU has AVX-512 bf16 or AMX, and its int8 path for
+# int4/int8 weights (dynamic quantization) needs VNNI and f32 activations. So every table
+# says which of these the machine had.
+
+ISA_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def cpu_summary() -> str:
+    """One line: the CPU's name, cores, the ISA flags above it has, and OpenVINO's default
+    inference precision on it (imports OpenVINO; call once per run)."""
+    import openvino as ov
+
+    flags: set[str] = set()
+    name = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "flags" and not flags:
+                flags = set(value.split())
+            elif key.strip() == "model name" and name == "unknown CPU":
+                name = value.strip()
+    core = ov.Core()
+    precision = core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    has = [f for f in ISA_FLAGS if f in flags]
+    lacks = [f for f in ISA_FLAGS if f not in flags]
+    vnni = any(f in flags for f in ("avx_vnni", "avx512_vnni"))
+    dq = "available" if vnni and precision == "f32" else "not used"
+    return (
+        f"{name}, {os.cpu_count()} logical cores; has {' '.join(has) or '-'}; "
+        f"lacks {' '.join(lacks) or '-'}; OpenVINO {ov.get_version()} infers in "
+        f"{precision} by default; int8 dynamic quantization of int4 weights: {dq}"
+    )
+
+
 # --- background load -------------------------------------------------------------------------
 # Benchmarks here share a 2-core machine with builds and test runs; a figure taken while
 # something else held a core is not a figure. These helpers measure how much CPU *other*

@@ -380,6 +380,9 @@ def measure_row(row: Row, args: argparse.Namespace, layout: CacheLayout, rnd: in
 
 
 def print_table(rows: list[Row], args: argparse.Namespace) -> None:
+    from bench.common import cpu_summary
+
+    print(f"\nMachine: {cpu_summary()}")
     print(
         f"\n{args.prompt_tokens}-token prompt, {args.new_tokens} new tokens, greedy; medians over "
         f"{args.rounds} interleaved rounds x {args.reps} reps; load = 1-min load average "

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from bench.common import cpu_summary
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--top", type=int, default=8)
     args = parser.parse_args(argv)
+    print(f"Machine: {cpu_summary()}")
     core = ov.Core()
     for folder in args.models:
         compiled = core.compile_model(

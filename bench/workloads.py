@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import median, setup_logging
+from bench.common import cpu_summary, median, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -627,6 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print(f"Machine: {cpu_summary()}")
     if args.part == "mechanics":
         models = args.model or [DEMO, CODER]
         rows = mechanics(args.reps, args.new_tokens or 200, models, args.modes, args.temperature)
