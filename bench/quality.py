@@ -4,33 +4,44 @@ Why: channel-wise or symmetric int4 decodes faster (``bench.matrix``), but the c
 accuracy must be measured, not assumed. No real 0.5B-7B checkpoint is reachable here, so
 this measures what can be measured offline: the trained tiny models the project ships
 (``resources/models/sidelight-demo``, ``tests/fixtures/tiny-coder``; fp32 IR) on text the
-project ships (the dialogues they were trained on, and README.md, which they never saw).
+project ships (the dialogues they were trained on, and README.md, which they never saw),
+and, with ``--model DIR`` (repeatable), the wider proxy models ``bench.quality_model``
+trains on Python source (hidden 512 by default), scored on their held-out texts: the
+standard-library files left out of training and this repository's ``engine/`` source.
 
 What: each recipe of ``bench.matrix.RECIPES`` whose group size fits the model's hidden
-size is applied to the fp32 IR with NNCF's data-free ``compress_weights`` (what
-``optimum-cli`` runs); every text is scored in one forward pass per window (teacher
-forcing), and the table gives the perplexity and the share of positions where the
-compressed model's top-1 next token equals fp32's.
+(and intermediate) size is applied to the fp32 IR with NNCF's data-free
+``compress_weights`` (what ``optimum-cli`` runs); every text is scored in windows of 128
+tokens, one forward pass per window (teacher forcing), and the table gives the perplexity
+and the share of positions where the compressed model's top-1 next token equals fp32's.
 
 What it can and cannot show: the ranking of recipes by how much they disturb a trained
 network's logits, and that a recipe does not break a model. It cannot give a 7B model's
-sensitivity: the tiny models have hidden size 64 (so group 128 does not apply and
+sensitivity. The shipped tiny models have hidden size 64 (so group 128 does not apply and
 channel-wise means 64-wide groups, not 3584-wide), 1-2 layers, and memorized training
-text; large models have outlier channels that make channel-wise int4 hurt more. Treat
-the figures as a lower bound of the damage.
+text. The ``bench.quality_model`` proxies have realistic row widths (512+ weights, so
+group 32/128 and channel-wise differ as they do on real models), but are still small,
+briefly trained networks on one kind of text; large models have outlier channels (a few
+hidden dimensions orders of magnitude larger) that make channel-wise int4 hurt
+more, and neither proxy has them. Treat the figures as a lower bound of the
+damage.
 
 Run in the torch/optimum venv (it needs nncf and transformers), from the repository root::
 
     /work/main/.venv-convert/bin/python -m bench.quality [--windows 8]
+    /work/main/.venv-convert/bin/python -m bench.quality --model CACHE/quality/code-512 \
+        --no-tiny --windows 32
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +79,49 @@ def texts_for(tokenizer: Any, dialogues_path: Path) -> dict[str, list[list[int]]
     return {"trained dialogues": [t for t in trained if len(t) > 1], "README (unseen)": unseen}
 
 
+def model_texts(tokenizer: Any, model_dir: Path, cap: int) -> dict[str, list[list[int]]]:
+    """Token windows of a ``bench.quality_model`` model's held-out texts (``heldout.json``).
+
+    Each text's files are cut into non-overlapping windows of ``WINDOW`` tokens; ``cap``
+    evenly spaced windows are kept, so every part of the text is represented. A file that
+    changed since training (another sha256; likely for ``engine/``) is still unseen by the
+    model and is scored, with a warning, but the windows differ from an earlier run's.
+    """
+    manifest = json.loads((model_dir / "heldout.json").read_text(encoding="utf-8"))
+    tokenizer.model_max_length = sys.maxsize  # whole files, cut into windows below
+    roots = {"stdlib": Path(sysconfig.get_paths()["stdlib"]), "repo": REPO_ROOT}
+    texts: dict[str, list[list[int]]] = {}
+    for text in manifest["texts"]:
+        windows: list[list[int]] = []
+        for item in text["files"]:
+            path = roots[text["root"]] / item["path"]
+            if not path.exists():
+                logger.warning("%s: missing, skipped", path)
+                continue
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != item["sha256"]:
+                logger.warning("%s: changed since the model was trained", path)
+            ids = tokenizer(data.decode("utf-8", errors="replace"), add_special_tokens=False)
+            ids = ids["input_ids"]
+            windows.extend(ids[i : i + WINDOW] for i in range(0, len(ids) - 1, WINDOW))
+        windows = [w for w in windows if len(w) > 1]
+        if len(windows) > cap > 0:
+            windows = [windows[i * len(windows) // cap] for i in range(cap)]
+        texts[text["name"]] = windows
+    return texts
+
+
+def not_applicable(recipe: Recipe, hidden: int, intermediate: int) -> str | None:
+    """Why an int4 group size does not fit the model's rows (None: it fits)."""
+    if not recipe.mode.startswith("int4") or recipe.group_size <= 0:
+        return None
+    if hidden % recipe.group_size:
+        return f"hidden {hidden}"
+    if intermediate % recipe.group_size:
+        return f"intermediate {intermediate}"
+    return None
+
+
 def logits_of(compiled: Any, ids: list[int]) -> np.ndarray:
     """One teacher-forced forward pass of a stateful optimum IR; returns [T, vocab] logits."""
     request = compiled.create_infer_request()
@@ -81,7 +135,8 @@ def logits_of(compiled: Any, ids: list[int]) -> np.ndarray:
     }
     names = {p.get_any_name() for p in compiled.inputs}
     result = request.infer({k: v for k, v in inputs.items() if k in names})
-    return np.asarray(result["logits"])[0].astype(np.float64)
+    logits: np.ndarray = np.asarray(result["logits"])[0].astype(np.float64)
+    return logits
 
 
 def score(
@@ -110,8 +165,22 @@ def compress(model_xml: Path, recipe: Recipe) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--windows", type=int, default=12, help="README windows of 128 tokens")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=12,
+        help="windows of 128 tokens: README's for the tiny models, per text for --model",
+    )
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES))
+    parser.add_argument(
+        "--model",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also score a model made by bench.quality_model (its OUT folder; repeatable)",
+    )
+    parser.add_argument("--no-tiny", action="store_true", help="skip the shipped tiny models")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     import openvino as ov
@@ -121,11 +190,22 @@ def main(argv: list[str] | None = None) -> int:
     config = {"INFERENCE_PRECISION_HINT": "f32"}  # keep bf16 execution out of the comparison
     print("| model | recipe | text | tokens | perplexity | vs fp32 | top-1 agreement |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, (folder, dialogues) in MODELS.items():
+    entries: list[tuple[str, Path, Any]] = []
+    if not args.no_tiny:
+        for name, (folder, dialogues) in MODELS.items():
+            entries.append((name, folder, REPO_ROOT / dialogues))
+    for model_dir in args.model:
+        entries.append((model_dir.name, model_dir / "ov", model_dir))
+    for name, folder, source in entries:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        texts = texts_for(tokenizer, REPO_ROOT / dialogues)
-        texts["README (unseen)"] = texts["README (unseen)"][: args.windows]
-        hidden = json.loads((folder / "config.json").read_text())["hidden_size"]
+        if source.is_dir():
+            texts = model_texts(tokenizer, source, args.windows)
+        else:
+            texts = texts_for(tokenizer, source)
+            texts["README (unseen)"] = texts["README (unseen)"][: args.windows]
+        model_config = json.loads((folder / "config.json").read_text())
+        hidden = model_config["hidden_size"]
+        intermediate = model_config["intermediate_size"]
         fp32 = core.compile_model(folder / "openvino_model.xml", "CPU", config)
         ref = {t: [logits_of(fp32, w) for w in ws] for t, ws in texts.items()}
         base = {t: score(ref[t], ref[t], ws) for t, ws in texts.items()}
@@ -133,12 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | fp32 | {t} | {s['tokens']} | {s['ppl']:.3f} | 1.000x | 100% |")
         for rname in args.recipes:
             recipe = RECIPES[rname]
-            if (
-                recipe.mode.startswith("int4")
-                and recipe.group_size > 0
-                and hidden % recipe.group_size
-            ):
-                print(f"| {name} | {rname} | - | | n/a: hidden {hidden} | | |")
+            reason = not_applicable(recipe, hidden, intermediate)
+            if reason:
+                print(f"| {name} | {rname} | - | | n/a: {reason} | | |")
                 continue
             compiled = core.compile_model(
                 compress(folder / "openvino_model.xml", recipe), "CPU", config

@@ -1,0 +1,332 @@
+"""Train a wider proxy model for ``bench.quality``: a Qwen2 network on Python source.
+
+Why: ``bench.quality`` ranks weight-compression recipes by the damage they do to a trained
+network, but the models the project ships have hidden size 64, so group size 128 does not
+apply and channel-wise int4 means 64-wide groups. This trains a network whose rows have 512+
+weights (defaults: hidden 512, intermediate 1536, 4 layers, 8 heads, 2 KV heads, tied
+embeddings) on text that exists on every machine, so int4 sym/asym, group 32/128 and
+channel-wise recipes can be ranked on realistic row widths.
+
+What: the demo model's byte-level BPE tokenizer (931 tokens, so the embedding stays small);
+the ``.py`` files directly in the interpreter's standard library folder (about 4.7 MB) as
+training text, except a held-out tenth chosen by a stable hash of the file name; AdamW with
+a short linear warm-up and a cosine decay that ends at ``--steps`` or ``--minutes``,
+whichever comes first. It writes::
+
+    OUT/hf/            transformers checkpoint and tokenizer
+    OUT/ov/            fp32 OpenVINO IR (optimum-intel, text-generation-with-past) + tokenizer
+    OUT/heldout.json   the held-out texts (stdlib files, this repository's engine/ source)
+                       with their sha256, so ``bench.quality --model OUT`` rebuilds the windows
+    OUT/training.json  steps, tokens seen, final train loss, held-out losses, seconds
+
+What it can and cannot show: still a small, briefly trained model on one kind of text; it has
+realistic row widths but none of the outlier channels multi-billion models grow, which make
+channel-wise int4 hurt more. Its figures rank recipes; they do not predict a 7B model's loss.
+
+Threading: single-threaded script; torch uses 2 intra-op threads (the machine has 2 cores).
+
+Run in the torch/optimum venv from the repository root (the real training is long; run it
+under ``nice`` on a machine that is not benchmarking)::
+
+    PYTHONPATH=$PWD .venv-convert/bin/python -m bench.quality_model [--minutes 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import add_common_args, run, setup_logging
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOKENIZER_DIR = REPO_ROOT / "resources/models/sidelight-demo"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+HELDOUT_SHARE = 10  # one stdlib file in HELDOUT_SHARE is never trained on
+TEXT_STDLIB = "stdlib (held out)"
+TEXT_ENGINE = "engine/ (unseen)"
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def is_heldout(name: str) -> bool:
+    """Stable split: the first byte of the name's sha256 decides (no PYTHONHASHSEED)."""
+    return hashlib.sha256(name.encode()).digest()[0] % HELDOUT_SHARE == 0
+
+
+def stdlib_split() -> tuple[list[Path], list[Path]]:
+    """(training files, held-out files): the ``.py`` files directly in the stdlib folder."""
+    files = sorted(stdlib_dir().glob("*.py"))
+    return [f for f in files if not is_heldout(f.name)], [f for f in files if is_heldout(f.name)]
+
+
+def engine_files() -> list[Path]:
+    return sorted((REPO_ROOT / "engine").rglob("*.py"))
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def heldout_manifest(heldout: list[Path]) -> dict[str, Any]:
+    """The held-out texts as ``bench.quality`` reads them: roots are resolved at load time
+    (``stdlib``: this interpreter's stdlib folder; ``repo``: the repository root)."""
+    return {
+        "stdlib_path": str(stdlib_dir()),
+        "texts": [
+            {
+                "name": TEXT_STDLIB,
+                "root": "stdlib",
+                "files": [{"path": f.name, "sha256": sha256_of(f)} for f in heldout],
+            },
+            {
+                "name": TEXT_ENGINE,
+                "root": "repo",
+                "files": [
+                    {"path": f.relative_to(REPO_ROOT).as_posix(), "sha256": sha256_of(f)}
+                    for f in engine_files()
+                ],
+            },
+        ],
+    }
+
+
+def tokenize_files(tokenizer: Any, files: list[Path], separator: int) -> list[int]:
+    """One token stream: every file's tokens followed by ``separator`` (<|endoftext|>)."""
+    stream: list[int] = []
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        stream.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
+        stream.append(separator)
+    return stream
+
+
+def lr_at(progress: float, step: int, warmup: int, peak: float) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine from ``peak`` to ``peak / 10``.
+
+    ``progress`` (0..1) is the larger of the step share and the wall-time share, so the
+    decay finishes whichever limit stops the run.
+    """
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def flops_per_step(hidden: int, intermediate: int, layers: int, kv_heads: int, heads: int,
+                   vocab: int, seq: int, batch: int) -> float:  # fmt: skip
+    """Training FLOPs of one step (6 x parameters x tokens + attention), for time estimates."""
+    head_dim = hidden // heads
+    attn = hidden * hidden * 2 + 2 * hidden * kv_heads * head_dim
+    params = layers * (attn + 3 * hidden * intermediate) + vocab * hidden
+    tokens = seq * batch
+    return 6.0 * params * tokens + 6.0 * layers * 2 * seq * hidden * tokens
+
+
+def evaluate(model: Any, stream: list[int], seq: int, limit: int) -> float:
+    """Mean next-token loss over up to ``limit`` evenly spaced non-overlapping windows."""
+    import torch  # type: ignore[import-not-found]  # venv only
+
+    starts = list(range(0, len(stream) - seq, seq))
+    if not starts:
+        return float("nan")
+    step = max(1, len(starts) // limit)
+    starts = starts[::step][:limit]
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(starts), 8):
+            batch = torch.tensor([stream[s : s + seq] for s in starts[i : i + 8]])
+            out = model(input_ids=batch, labels=batch)  # the model shifts the labels
+            total += float(out.loss) * len(batch)
+    model.train()
+    return total / len(starts)
+
+
+def token_streams(tokenizer: Any) -> tuple[list[int], dict[str, list[int]], list[Path]]:
+    """(training stream, held-out streams by text name, held-out stdlib files)."""
+    separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    train_files, heldout = stdlib_split()
+    t0 = time.monotonic()
+    stream = tokenize_files(tokenizer, train_files, separator)
+    held = {
+        TEXT_STDLIB: tokenize_files(tokenizer, heldout, separator),
+        TEXT_ENGINE: tokenize_files(tokenizer, engine_files(), separator),
+    }
+    logger.info(
+        "tokenized in %.0f s: %d training files (%d tokens), %d held-out stdlib files "
+        "(%d tokens), engine/ %d tokens",
+        time.monotonic() - t0, len(train_files), len(stream), len(heldout),
+        len(held[TEXT_STDLIB]), len(held[TEXT_ENGINE]),
+    )  # fmt: skip
+    return stream, held, heldout
+
+
+def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Train and save OUT/hf; return the training record."""
+    import torch  # venv only
+    from transformers import (  # type: ignore[import-not-found]  # venv only
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        Qwen2Config,
+    )
+
+    torch.set_num_threads(2)
+    torch.manual_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    max_length = tokenizer.model_max_length
+    tokenizer.model_max_length = sys.maxsize  # whole files; the model sees --seq windows
+    stream, held, heldout = token_streams(tokenizer)
+    tokenizer.model_max_length = max_length
+    (out / "heldout.json").write_text(json.dumps(heldout_manifest(heldout), indent=1))
+    separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=separator,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=separator,
+    )
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.info("model: %.1f M parameters, %s", n_params / 1e6, config.to_diff_dict())
+    record = train_loop(args, model, torch.tensor(stream, dtype=torch.long))
+    record["heldout_loss"] = {
+        name: evaluate(model, ids, args.seq, args.eval_windows) for name, ids in held.items()
+    }
+    logger.info("held-out loss: %s", record["heldout_loss"])
+    record.update(
+        parameters=n_params,
+        args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        training_files=len(stdlib_split()[0]),
+        training_tokens=len(stream),
+        torch=torch.__version__,
+    )
+    hf = out / "hf"
+    shutil.rmtree(hf, ignore_errors=True)
+    model.save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    return record
+
+
+def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any]:
+    """AdamW on random ``--seq`` windows of ``data`` until ``--steps`` or ``--minutes``."""
+    import torch  # venv only
+
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1
+    )
+    generator = torch.Generator().manual_seed(args.seed)
+    warmup = max(1, min(100, args.steps // 20))
+    limit_s = args.minutes * 60 if args.minutes else math.inf
+    losses: list[float] = []
+    tokens_seen = 0
+    step = 0
+    stopped_by = "steps"
+    start = time.monotonic()
+    model.train()
+    while step < args.steps:
+        elapsed = time.monotonic() - start
+        if elapsed >= limit_s:
+            stopped_by = "minutes"
+            break
+        lr = lr_at(max(step / args.steps, elapsed / limit_s), step, warmup, args.lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        offsets = torch.randint(0, len(data) - args.seq, (args.batch,), generator=generator)
+        batch = torch.stack([data[o : o + args.seq] for o in offsets.tolist()])
+        loss = model(input_ids=batch, labels=batch).loss  # the model shifts the labels
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        tokens_seen += args.batch * args.seq
+        losses.append(loss.detach().item())
+        if step == 1 or step % args.log_every == 0 or step == args.steps:
+            logger.info(
+                "step %d/%d loss %.4f lr %.2e tokens %d (%.2f epochs) %.2f s/step",
+                step, args.steps, losses[-1], lr, tokens_seen, tokens_seen / len(data),
+                (time.monotonic() - start) / step,
+            )  # fmt: skip
+    seconds = time.monotonic() - start
+    return {
+        "steps": step,
+        "stopped_by": stopped_by,
+        "tokens_seen": tokens_seen,
+        "epochs": tokens_seen / len(data),
+        "final_train_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+        "seconds": seconds,
+        "seconds_per_step": seconds / max(1, step),
+    }
+
+
+def export(venv_python: Path, out: Path) -> None:
+    """OUT/hf -> OUT/ov: fp32 IR through optimum-cli, plus the demo tokenizer's files."""
+    tmp = out / "ov.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    optimum = venv_python.with_name("optimum-cli")
+    run(
+        [optimum, "export", "openvino", "--model", out / "hf", "--task",
+         "text-generation-with-past", "--weight-format", "fp32", tmp],
+        env=env,
+    )  # fmt: skip
+    for name in TOKENIZER_FILES:
+        shutil.copy2(TOKENIZER_DIR / name, tmp / name)
+    shutil.rmtree(out / "ov", ignore_errors=True)
+    tmp.rename(out / "ov")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(parser)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--intermediate", type=int, default=1536)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=2000, help="at most this many steps")
+    parser.add_argument("--minutes", type=float, default=0.0, help="and at most this wall time")
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-every", type=int, default=10, help="log the loss every N steps")
+    parser.add_argument("--eval-windows", type=int, default=32, help="held-out loss windows")
+    parser.add_argument("--out", type=Path, help="default: CACHE/quality/code-<hidden>")
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    out: Path = args.out or args.cache / "quality" / f"code-{args.hidden}"
+    out.mkdir(parents=True, exist_ok=True)
+    estimate = flops_per_step(args.hidden, args.intermediate, args.layers, args.kv_heads,
+                              args.heads, 931, args.seq, args.batch)  # fmt: skip
+    logger.info("about %.2g training FLOPs per step; writing %s", estimate, out)
+    record = train(args, out)
+    record["flops_per_step"] = estimate
+    export(Path(sys.executable), out)
+    (out / "training.json").write_text(json.dumps(record, indent=1))
+    logger.info("done: %s", out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
