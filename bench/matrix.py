@@ -137,6 +137,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe("cw-sym-head8", "int4_sym", -1),
         Recipe("cw-asym-all", "int4_asym", -1, True),
         Recipe("int8", "int8_asym"),
+        Recipe("int8-sym", "int8_sym"),
     )
 }
 QUICK_RECIPES = ("g128-asym-head8", "g128-sym-all", "g64-sym-all", "cw-sym-all", "int8")
