@@ -12,6 +12,14 @@ candidates are measured in interleaved rounds and the median decode speed wins. 
 is cached in ``cache_dir/cpu-tune.json`` keyed by the CPU's name and OpenVINO's version, so
 a new CPU or a new OpenVINO tunes again.
 
+It also prices prompt lookup's guesses here: :func:`lookup_step_cost` times one int4
+matmul as large as a real model's layers (64 MB of weights, more than a laptop's cache) for
+one token and for one token plus ``speculative_tokens`` guesses. Where the int4 kernel is
+bandwidth-bound (CPUs with VNNI, where OpenVINO multiplies int8) the guesses ride along for
+little; where it is compute-bound (AVX2 without VNNI: weights unpacked to f32) a step with
+four guesses cost 2.6-2.8x a plain one, so every reply that copies little ran that much
+slower (docs/benchmarks.md). :func:`lookup_pays` turns the setting's ``auto`` into off there.
+
 What it cannot do: the demo model is tiny, so its speed is dominated by per-token overhead,
 not memory bandwidth; the choice transfers to large models only as far as thread and KV
 behaviour do. It only ever picks one of the candidates, all of them valid settings.
@@ -37,7 +45,11 @@ from engine.settings import CpuSettings
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "cpu-tune.json"
-SCHEMA = 1
+SCHEMA = 2  # 2: lookup_cost
+# Prompt lookup stays on (``prompt_lookup`` auto) while a step with its guesses costs at most
+# this many plain steps: it then pays once 0.6 guessed tokens a step are accepted on average,
+# which replies that copy their prompt clear easily; above it, only near-verbatim copies do.
+LOOKUP_MAX_STEP_COST = 1.6
 
 Measure = Callable[[dict[str, Any]], float]
 
@@ -50,6 +62,7 @@ class TuneResult:
     properties: dict[str, Any]  # the winner's tuned properties (explicit settings excluded)
     figures: list[tuple[dict[str, Any], float]]  # each candidate and its median tok/s
     tuned_at: float
+    lookup_cost: float | None = None  # lookup_step_cost() under the winner; None: not measured
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -125,6 +138,58 @@ def measure_decode(model_dir: Path, base: dict[str, Any], new_tokens: int = 48) 
     return measure
 
 
+def lookup_step_cost(
+    properties: dict[str, Any], guesses: int = 4, rounds: int = 3, reps: int = 8
+) -> float:
+    """How many plain decode steps one step with ``guesses`` guessed tokens costs here.
+
+    Times a synthetic int4 fully-connected layer (4096 x 32768, groups of 128, asymmetric:
+    the decompression pattern NNCF writes, so the CPU plugin runs the kernel a model's
+    layers run) on 1 and on ``1 + guesses`` rows, interleaved, medians. 64 MB of weights
+    exceed a laptop CPU's cache, so the single row is paced by memory as a model's decode
+    is. About two seconds; blocks.
+    """
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    k, n, group = 4096, 32768, 128
+
+    def u4(shape: tuple[int, ...], byte: int) -> Any:
+        tensor = ov.Tensor(ov.Type.u4, ov.Shape(list(shape)))
+        tensor.data[...] = byte  # two 4-bit values a byte
+        return ov.op.Constant(tensor)
+
+    weights = ops.convert(u4((n, k // group, group), 0x5A), ov.Type.f16)
+    zero = ops.convert(u4((n, k // group, 1), 0x88), ov.Type.f16)
+    scale = ops.constant(np.full((n, k // group, 1), 0.01, dtype=np.float16))
+    dense = ops.multiply(ops.subtract(weights, zero), scale)
+    dense = ops.convert(ops.reshape(dense, ops.constant(np.array([n, k])), False), ov.Type.f32)
+    x = ops.parameter([-1, k], ov.Type.f32, name="x")
+    model = ov.Model([ops.matmul(x, dense, False, True)], [x], "lookup-probe")
+    request = ov.Core().compile_model(model, "CPU", properties).create_infer_request()
+    rows = {m: np.full((m, k), 0.5, dtype=np.float32) for m in (1, 1 + guesses)}
+    times: dict[int, list[float]] = {m: [] for m in rows}
+    for data in rows.values():
+        request.infer({0: data})  # warm-up: the kernel is picked for this shape
+    for _ in range(rounds):
+        for m, data in rows.items():
+            for _ in range(reps):
+                start = time.perf_counter()
+                request.infer({0: data})
+                times[m].append(time.perf_counter() - start)
+    plain = statistics.median(times[1])
+    return statistics.median(times[1 + guesses]) / plain if plain > 0 else 1.0
+
+
+def lookup_pays(setting: bool | None, cost: float | None) -> bool:
+    """Whether a CPU load uses prompt lookup: the user's ``prompt_lookup`` when set, else
+    (``auto``) on unless the self-tune measured its guesses too dear here."""
+    if setting is not None:
+        return setting
+    return cost is None or cost <= LOOKUP_MAX_STEP_COST
+
+
 def self_tune(
     cpu: CpuSettings,
     measure: Measure,
@@ -133,8 +198,10 @@ def self_tune(
     key: str | None = None,
     rounds: int = 3,
     cores: tuple[int, int] | None = None,
+    measure_lookup: Callable[[dict[str, Any]], float] | None = None,
 ) -> TuneResult:
-    """Measure every candidate in ``rounds`` interleaved rounds, cache and return the winner."""
+    """Measure every candidate in ``rounds`` interleaved rounds, cache and return the winner
+    (and, with ``measure_lookup``, what prompt lookup's guesses cost under it)."""
     key = key or machine_key()
     physical, logical = cores or core_counts()
     cands = candidates(cpu, physical, logical)
@@ -143,13 +210,26 @@ def self_tune(
         for i, cand in enumerate(cands):
             speeds[i].append(measure(cand))
     figures = [(c, statistics.median(s)) for c, s in zip(cands, speeds, strict=True)]
-    result = TuneResult(key=key, properties=choose(figures), figures=figures, tuned_at=time.time())
+    chosen = choose(figures)
+    cost = None
+    if measure_lookup is not None:
+        try:
+            cost = round(measure_lookup({**cpu.properties(), **chosen}), 3)
+        except Exception:  # the probe is advice: without it, prompt lookup stays as set
+            logger.exception("could not measure prompt lookup's cost on this CPU")
+    result = TuneResult(
+        key=key, properties=chosen, figures=figures, tuned_at=time.time(), lookup_cost=cost
+    )
     _write_cache(cache_dir, result)
     logger.info(
-        "CPU self-tune on %s chose %s (%s)",
+        "CPU self-tune on %s chose %s (%s)%s",
         key,
         result.properties or "OpenVINO's defaults",
         ", ".join(f"{c or 'defaults'}: {v:.1f} tok/s" for c, v in figures),
+        ""
+        if cost is None
+        else f"; a step with prompt-lookup guesses costs {cost:.2f} plain steps"
+        f" (prompt lookup auto: {'on' if lookup_pays(None, cost) else 'off'})",
     )
     return result
 
@@ -178,11 +258,26 @@ def tune_unless_cached(
     if on_start is not None:
         on_start()
     measure = measure_decode(model_dir, cpu.properties())
-    return self_tune(cpu, wrap(measure) if wrap else measure, cache_dir, key=key)
+    return self_tune(
+        cpu, wrap(measure) if wrap else measure, cache_dir, key=key, measure_lookup=lookup_step_cost
+    )
 
 
 def cached_choice(cache_dir: Path, key: str) -> dict[str, Any] | None:
     """The cached winner for ``key``, or ``None`` when this machine was not tuned yet."""
+    entry = _cached_entry(cache_dir, key)
+    props = entry.get("properties") if entry is not None else None
+    return dict(props) if isinstance(props, dict) else None
+
+
+def cached_lookup_cost(cache_dir: Path, key: str) -> float | None:
+    """The cached :func:`lookup_step_cost` for ``key``, or ``None`` (not tuned, not measured)."""
+    entry = _cached_entry(cache_dir, key)
+    cost = entry.get("lookup_cost") if entry is not None else None
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+
+
+def _cached_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
     path = cache_dir / CACHE_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -194,8 +289,7 @@ def cached_choice(cache_dir: Path, key: str) -> dict[str, Any] | None:
     entry = data.get(key) if isinstance(data, dict) else None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA:
         return None
-    props = entry.get("properties")
-    return dict(props) if isinstance(props, dict) else None
+    return entry
 
 
 def effective_properties(cpu: CpuSettings, tuned: dict[str, Any] | None) -> dict[str, Any]:

@@ -156,7 +156,10 @@ class Settings:
     # model of the same family, when it is installed) guesses them instead when
     # ``draft_models`` is on. The model checks every guess, so greedy output is unchanged.
     # ``speculative_tokens`` is how many tokens are guessed per step (0 turns both off).
-    prompt_lookup: bool = True
+    # ``prompt_lookup`` None is ``auto``: on, except on a CPU where the self-tune measured a
+    # step with guesses costing more than ``cpu_tune.LOOKUP_MAX_STEP_COST`` plain steps
+    # (compute-bound int4 kernels: AVX2 without VNNI), where failed guesses slow every reply.
+    prompt_lookup: bool | None = None
     draft_models: bool = True
     speculative_tokens: int = DEFAULT_SPECULATIVE_TOKENS
     # Seconds the engine worker may stay silent (no answer to a ping) before it is
@@ -395,7 +398,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             pick("SIDELIGHT_STREAM_INTERVAL_MS", "stream_interval_ms"), "stream_interval_ms"
         ),
         prompt_lookup=_bool(
-            pick("SIDELIGHT_PROMPT_LOOKUP", "prompt_lookup"), "prompt_lookup", True
+            pick("SIDELIGHT_PROMPT_LOOKUP", "prompt_lookup"), "prompt_lookup", None
         ),
         draft_models=_bool(pick("SIDELIGHT_DRAFT_MODELS", "draft_models"), "draft_models", True),
         speculative_tokens=_int(

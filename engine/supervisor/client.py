@@ -128,7 +128,7 @@ class EngineClient(KeepAlive):
             compile_cache_dir=str(self._settings.paths.compile_cache_dir),
             backend=self._backend,
             stream_interval=self._settings.stream_interval_ms / 1000,
-            prompt_lookup=self._settings.prompt_lookup,
+            prompt_lookup=self._prompt_lookup(device),
             draft_path=str(spec.draft_path)
             if spec.draft_path is not None and self._settings.draft_models
             else None,
@@ -174,6 +174,27 @@ class EngineClient(KeepAlive):
         return cpu_tune.effective_properties(
             cpu, cpu_tune.cached_choice(cache_dir, self._machine_key)
         )
+
+    def _prompt_lookup(self, device: str) -> bool:
+        """Whether a load on ``device`` uses prompt lookup: the setting when set; ``auto``
+        asks the CPU self-tune's cached measure of its guesses' cost (CPU loads only)."""
+        setting = self._settings.prompt_lookup
+        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
+        if setting is not None or not device.startswith("CPU") or not cpu.self_tune:
+            return cpu_tune.lookup_pays(setting, None)
+        if not (cache_dir / cpu_tune.CACHE_FILE).exists():
+            return True
+        if self._machine_key is None:
+            self._machine_key = cpu_tune.machine_key()
+        cost = cpu_tune.cached_lookup_cost(cache_dir, self._machine_key)
+        if not cpu_tune.lookup_pays(None, cost):
+            logger.info(
+                "prompt lookup off on this CPU (auto): a step with guesses costs %.2f plain "
+                "steps here; SIDELIGHT_PROMPT_LOOKUP=1 turns it on",
+                cost,
+            )
+            return False
+        return True
 
     def tune_cpu(self, model_dir: Path | None = None) -> None:
         """Run the CPU self-tune unless this machine's choice is cached (blocks seconds).

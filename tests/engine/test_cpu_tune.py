@@ -42,13 +42,18 @@ def test_self_tune_measures_the_demo_model_caches_and_respects_overrides(tmp_pat
         return real(candidate)
 
     key = cpu_tune.machine_key()
-    result = cpu_tune.self_tune(cpu, measure, tmp_path, key=key, rounds=1, cores=(1, 2))
+    result = cpu_tune.self_tune(
+        cpu, measure, tmp_path, key=key, rounds=1, cores=(1, 2),
+        measure_lookup=cpu_tune.lookup_step_cost,
+    )  # fmt: skip
     cands = cpu_tune.candidates(cpu, 1, 2)
     assert measured == cands  # every candidate measured once, in order
     assert result.properties in cands
     assert all(speed > 0 for _, speed in result.figures)  # real decodes produced tokens
 
     assert cpu_tune.cached_choice(tmp_path, key) == result.properties
+    assert result.lookup_cost is not None and result.lookup_cost > 0  # the real probe ran
+    assert cpu_tune.cached_lookup_cost(tmp_path, key) == result.lookup_cost
     assert cpu_tune.cached_choice(tmp_path, key + " other") is None  # new CPU/OpenVINO
     saved = json.loads((tmp_path / cpu_tune.CACHE_FILE).read_text())
     assert saved[key]["properties"] == result.properties
@@ -60,3 +65,18 @@ def test_self_tune_measures_the_demo_model_caches_and_respects_overrides(tmp_pat
     assert merged["ENABLE_CPU_PINNING"] is False
     off = CpuSettings(self_tune=False)
     assert cpu_tune.effective_properties(off, result.properties) == off.properties()
+
+
+def test_lookup_step_cost_times_a_real_int4_matmul() -> None:
+    """The probe compiles and times a real int4 matmul on this CPU: a step with guesses
+    never costs less than a plain one's noise allows, nor absurdly more (5 rows at most
+    5x the work); docs/benchmarks.md has the figures (2.6-2.9 on an AVX2 CPU without VNNI)."""
+    cost = cpu_tune.lookup_step_cost({"ENABLE_CPU_PINNING": False}, rounds=1, reps=4)
+    assert 0.8 < cost < 8.0
+
+
+def test_lookup_pays_follows_the_setting_then_the_measured_cost() -> None:
+    assert cpu_tune.lookup_pays(True, 9.0) and not cpu_tune.lookup_pays(False, 1.0)
+    assert cpu_tune.lookup_pays(None, None)  # not measured (self-tune off, GPU): on
+    assert cpu_tune.lookup_pays(None, cpu_tune.LOOKUP_MAX_STEP_COST)
+    assert not cpu_tune.lookup_pays(None, cpu_tune.LOOKUP_MAX_STEP_COST + 0.01)

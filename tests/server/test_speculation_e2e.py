@@ -1,11 +1,13 @@
 """Speculative decoding through HTTP: the response ``timings`` and ``/health`` show it.
 
-A real ``sidelight serve`` on the tiny demo model with prompt lookup on (the product's
-default; the test harness turns it off for stream-shape tests), and one with the setting off.
+A real ``sidelight serve`` on the tiny demo model with prompt lookup on (the test harness
+turns it off for stream-shape tests), one with the setting off, and ``auto`` (the product's
+default) following the CPU self-tune's measure of what guesses cost on this machine.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from engine import cpu_tune
+from engine.settings import load_settings
 from tests.server.harness import ServerProcess, running_server
 
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -55,3 +59,26 @@ def test_the_setting_turns_prompt_lookup_off(tmp_path: Path, tiny_model: Path) -
         figures = off.health().json()["speculation"]["sidelight-demo"]
         assert figures["speculation"] == "off"
         assert figures["accepted_tokens"] == 0 and figures["tokens_per_step"] == 1.0
+
+
+@pytest.mark.parametrize(("cost", "expected"), [(3.0, "off"), (1.2, "prompt_lookup")])
+def test_auto_follows_the_self_tunes_measured_cost(
+    tmp_path: Path, tiny_model: Path, cost: float, expected: str
+) -> None:
+    """``SIDELIGHT_PROMPT_LOOKUP=auto`` with this machine's self-tune cached: a step with
+    guesses measured at 3.0 plain steps (as on an AVX2 CPU without VNNI) loads without
+    lookup, at 1.2 with it. The cache stands in for the measurement, so no tune runs."""
+    home = tmp_path / "home"
+    cache_dir = load_settings({"SIDELIGHT_HOME": str(home)}).paths.cache_dir
+    cache_dir.mkdir(parents=True)
+    key = cpu_tune.machine_key()
+    entry = {"schema": cpu_tune.SCHEMA, "key": key, "properties": {}, "figures": []}
+    (cache_dir / cpu_tune.CACHE_FILE).write_text(
+        json.dumps({key: {**entry, "tuned_at": 0, "lookup_cost": cost}})
+    )
+    env = {"SIDELIGHT_PROMPT_LOOKUP": "auto", "SIDELIGHT_CPU_SELF_TUNE": "true"}
+    with running_server(home, tiny_model, env=env) as server:
+        answer = _chat(server, HELLO, max_tokens=8)
+        assert answer["timings"].get("speculation") == (None if expected == "off" else expected)
+        assert server.health().json()["speculation"]["sidelight-demo"]["speculation"] == expected
+        assert "CPU self-tune on " not in server.output()  # the cached choice was used
