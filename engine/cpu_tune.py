@@ -215,7 +215,8 @@ def self_tune(
     if measure_lookup is not None:
         try:
             cost = round(measure_lookup({**cpu.properties(), **chosen}), 3)
-        except Exception:  # the probe is advice: without it, prompt lookup stays as set
+        except (RuntimeError, ValueError, OSError):  # OpenVINO's errors; a guard's pass up
+            # The probe is advice: without it, prompt lookup stays as set.
             logger.exception("could not measure prompt lookup's cost on this CPU")
     result = TuneResult(
         key=key, properties=chosen, figures=figures, tuned_at=time.time(), lookup_cost=cost
@@ -247,7 +248,8 @@ def tune_unless_cached(
 
     The one path for ``sidelight serve`` and the desktop app: ``on_start`` is called once
     measuring begins (not for a cached choice); ``wrap`` may guard each measurement (the
-    desktop gives up when a reply runs meanwhile). Blocks seconds: call it off the GUI
+    desktop gives up when a reply runs meanwhile; it guards the lookup probe too). Blocks
+    seconds: call it off the GUI
     thread and off the event loop.
     """
     key = key or machine_key()
@@ -258,8 +260,13 @@ def tune_unless_cached(
     if on_start is not None:
         on_start()
     measure = measure_decode(model_dir, cpu.properties())
+    probe: Measure = lookup_step_cost
     return self_tune(
-        cpu, wrap(measure) if wrap else measure, cache_dir, key=key, measure_lookup=lookup_step_cost
+        cpu,
+        wrap(measure) if wrap else measure,
+        cache_dir,
+        key=key,
+        measure_lookup=wrap(probe) if wrap else probe,
     )
 
 
