@@ -249,8 +249,7 @@ def tune_unless_cached(
     The one path for ``sidelight serve`` and the desktop app: ``on_start`` is called once
     measuring begins (not for a cached choice); ``wrap`` may guard each measurement (the
     desktop gives up when a reply runs meanwhile; it guards the lookup probe too). Blocks
-    seconds: call it off the GUI
-    thread and off the event loop.
+    seconds: call it off the GUI thread and off the event loop.
     """
     key = key or machine_key()
     cached = cached_choice(cache_dir, key)
