@@ -14,11 +14,11 @@ a new CPU or a new OpenVINO tunes again.
 
 It also prices prompt lookup's guesses here: :func:`lookup_step_cost` times one int4
 matmul as large as a real model's layers (64 MB of weights, more than a laptop's cache) for
-one token and for one token plus ``speculative_tokens`` guesses. Where the int4 kernel is
-bandwidth-bound (CPUs with VNNI, where OpenVINO multiplies int8) the guesses ride along for
-little; where it is compute-bound (AVX2 without VNNI: weights unpacked to f32) a step with
-four guesses cost 2.6-2.8x a plain one, so every reply that copies little ran that much
-slower (docs/benchmarks.md). :func:`lookup_pays` turns the setting's ``auto`` into off there.
+one token and for one token plus four guesses (the default ``speculative_tokens``). Where
+the int4 kernel is bandwidth-bound (CPUs with VNNI, where OpenVINO multiplies int8) the
+guesses ride along for little; where it is compute-bound (AVX2 without VNNI: weights
+unpacked to f32) a step with four guesses cost 2.6-2.9x a plain one, so every reply that
+copies little ran that much slower (docs/benchmarks.md). :func:`lookup_pays` turns the setting's ``auto`` into off there.
 
 What it cannot do: the demo model is tiny, so its speed is dominated by per-token overhead,
 not memory bandwidth; the choice transfers to large models only as far as thread and KV
