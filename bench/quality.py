@@ -41,13 +41,13 @@ import json
 import logging
 import math
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.matrix import RECIPES, Recipe
+from bench.quality_model import stdlib_dir
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def model_texts(tokenizer: Any, model_dir: Path, cap: int) -> dict[str, list[lis
     """
     manifest = json.loads((model_dir / "heldout.json").read_text(encoding="utf-8"))
     tokenizer.model_max_length = sys.maxsize  # whole files, cut into windows below
-    roots = {"stdlib": Path(sysconfig.get_paths()["stdlib"]), "repo": REPO_ROOT}
+    roots = {"stdlib": stdlib_dir(), "repo": REPO_ROOT}
     texts: dict[str, list[list[int]]] = {}
     for text in manifest["texts"]:
         windows: list[list[int]] = []

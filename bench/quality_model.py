@@ -155,8 +155,10 @@ def evaluate(model: Any, stream: list[int], seq: int, limit: int) -> float:
     return total / len(starts)
 
 
-def token_streams(tokenizer: Any) -> tuple[list[int], dict[str, list[int]], list[Path]]:
-    """(training stream, held-out streams by text name, held-out stdlib files)."""
+def token_streams(
+    tokenizer: Any,
+) -> tuple[list[int], dict[str, list[int]], list[Path], list[Path]]:
+    """(training stream, held-out streams by text name, training files, held-out files)."""
     separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     train_files, heldout = stdlib_split()
     t0 = time.monotonic()
@@ -171,7 +173,7 @@ def token_streams(tokenizer: Any) -> tuple[list[int], dict[str, list[int]], list
         time.monotonic() - t0, len(train_files), len(stream), len(heldout),
         len(held[TEXT_STDLIB]), len(held[TEXT_ENGINE]),
     )  # fmt: skip
-    return stream, held, heldout
+    return stream, held, train_files, heldout
 
 
 def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -188,7 +190,7 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
     max_length = tokenizer.model_max_length
     tokenizer.model_max_length = sys.maxsize  # whole files; the model sees --seq windows
-    stream, held, heldout = token_streams(tokenizer)
+    stream, held, train_files, heldout = token_streams(tokenizer)
     tokenizer.model_max_length = max_length
     (out / "heldout.json").write_text(json.dumps(heldout_manifest(heldout), indent=1))
     separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
@@ -216,7 +218,17 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     record.update(
         parameters=n_params,
         args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        training_files=len(stdlib_split()[0]),
+        training_files=len(train_files),
+        flops_per_step=flops_per_step(
+            args.hidden,
+            args.intermediate,
+            args.layers,
+            args.kv_heads,
+            args.heads,
+            len(tokenizer),
+            args.seq,
+            args.batch,
+        ),
         training_tokens=len(stream),
         torch=torch.__version__,
     )
@@ -317,11 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     out: Path = args.out or args.cache / "quality" / f"code-{args.hidden}"
     out.mkdir(parents=True, exist_ok=True)
-    estimate = flops_per_step(args.hidden, args.intermediate, args.layers, args.kv_heads,
-                              args.heads, 931, args.seq, args.batch)  # fmt: skip
-    logger.info("about %.2g training FLOPs per step; writing %s", estimate, out)
+    logger.info("writing %s", out)
     record = train(args, out)
-    record["flops_per_step"] = estimate
     export(Path(sys.executable), out)
     (out / "training.json").write_text(json.dumps(record, indent=1))
     logger.info("done: %s", out)

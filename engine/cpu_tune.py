@@ -25,8 +25,8 @@ not memory bandwidth; the choice transfers to large models only as far as thread
 behaviour do. It only ever picks one of the candidates, all of them valid settings.
 
 Threading: :func:`self_tune` blocks for seconds and uses the CPU; run it off the request
-path (the engine client runs it on a background thread at start). :func:`cached_choice` is
-cheap (a file read) and safe from any thread.
+path (the engine client runs it on a background thread at start). :func:`cached_choice` and
+:func:`cached_tune` are cheap (a file read) and safe from any thread.
 """
 
 from __future__ import annotations
@@ -271,19 +271,13 @@ def tune_unless_cached(
 
 def cached_choice(cache_dir: Path, key: str) -> dict[str, Any] | None:
     """The cached winner for ``key``, or ``None`` when this machine was not tuned yet."""
-    entry = _cached_entry(cache_dir, key)
-    props = entry.get("properties") if entry is not None else None
-    return dict(props) if isinstance(props, dict) else None
+    tuned = cached_tune(cache_dir, key)
+    return tuned.properties if tuned is not None else None
 
 
-def cached_lookup_cost(cache_dir: Path, key: str) -> float | None:
-    """The cached :func:`lookup_step_cost` for ``key``, or ``None`` (not tuned, not measured)."""
-    entry = _cached_entry(cache_dir, key)
-    cost = entry.get("lookup_cost") if entry is not None else None
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-
-
-def _cached_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
+def cached_tune(cache_dir: Path, key: str) -> TuneResult | None:
+    """The cached tune for ``key`` (its winner and lookup cost), or ``None`` when this
+    machine was not tuned yet with this schema. One small file read."""
     path = cache_dir / CACHE_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -295,7 +289,22 @@ def _cached_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
     entry = data.get(key) if isinstance(data, dict) else None
     if not isinstance(entry, dict) or entry.get("schema") != SCHEMA:
         return None
-    return entry
+    props, figures = entry.get("properties"), entry.get("figures")
+    if not isinstance(props, dict):
+        return None
+    return TuneResult(
+        key=key,
+        properties=dict(props),
+        figures=figures if isinstance(figures, list) else [],
+        tuned_at=_number(entry.get("tuned_at")) or 0.0,
+        lookup_cost=_number(entry.get("lookup_cost")),
+    )
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float when the file holds a number there (a bool is not one)."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if is_number else None
 
 
 def effective_properties(cpu: CpuSettings, tuned: dict[str, Any] | None) -> dict[str, Any]:

@@ -118,8 +118,9 @@ class EngineClient(KeepAlive):
         """Load (or switch to) ``spec`` on ``device``; returns at once, state -> ``loading``."""
         device = device or self._settings.device
         properties = self._settings.device_properties(device)
+        tuned = self._cached_tune() if device.startswith("CPU") else None
         if device.startswith("CPU"):
-            properties = {**properties, **self.cpu_properties()}
+            properties = {**properties, **self._tuned_properties(tuned)}
         command = LoadModel(
             spec=spec,
             device=device,
@@ -128,7 +129,7 @@ class EngineClient(KeepAlive):
             compile_cache_dir=str(self._settings.paths.compile_cache_dir),
             backend=self._backend,
             stream_interval=self._settings.stream_interval_ms / 1000,
-            prompt_lookup=self._prompt_lookup(device),
+            prompt_lookup=self._prompt_lookup(device, tuned),
             draft_path=str(spec.draft_path)
             if spec.draft_path is not None and self._settings.draft_models
             else None,
@@ -166,35 +167,34 @@ class EngineClient(KeepAlive):
         Cheap (one small file read) unless the machine key is not known yet, which costs one
         OpenVINO core query, once.
         """
+        return self._tuned_properties(self._cached_tune())
+
+    def _cached_tune(self) -> cpu_tune.TuneResult | None:
+        """This machine's cached self-tune, or None (self-tune off, or not tuned yet)."""
         cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
         if not cpu.self_tune or not (cache_dir / cpu_tune.CACHE_FILE).exists():
-            return cpu.properties()
+            return None
         if self._machine_key is None:
             self._machine_key = cpu_tune.machine_key()
-        return cpu_tune.effective_properties(
-            cpu, cpu_tune.cached_choice(cache_dir, self._machine_key)
-        )
+        return cpu_tune.cached_tune(cache_dir, self._machine_key)
 
-    def _prompt_lookup(self, device: str) -> bool:
+    def _tuned_properties(self, tuned: cpu_tune.TuneResult | None) -> dict[str, Any]:
+        cpu = self._settings.cpu
+        return cpu_tune.effective_properties(cpu, tuned.properties if tuned else None)
+
+    def _prompt_lookup(self, device: str, tuned: cpu_tune.TuneResult | None) -> bool:
         """Whether a load on ``device`` uses prompt lookup: the setting when set; ``auto``
-        asks the CPU self-tune's cached measure of its guesses' cost (CPU loads only)."""
+        asks the CPU self-tune's measure of its guesses' cost (``tuned``; CPU loads only)."""
         setting = self._settings.prompt_lookup
-        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
-        if setting is not None or not device.startswith("CPU") or not cpu.self_tune:
-            return cpu_tune.lookup_pays(setting, None)
-        if not (cache_dir / cpu_tune.CACHE_FILE).exists():
-            return True
-        if self._machine_key is None:
-            self._machine_key = cpu_tune.machine_key()
-        cost = cpu_tune.cached_lookup_cost(cache_dir, self._machine_key)
-        if not cpu_tune.lookup_pays(None, cost):
+        cost = tuned.lookup_cost if tuned is not None and device.startswith("CPU") else None
+        on = cpu_tune.lookup_pays(setting, cost)
+        if setting is None and not on:
             logger.info(
                 "prompt lookup off on this CPU (auto): a step with guesses costs %.2f plain "
                 "steps here; SIDELIGHT_PROMPT_LOOKUP=1 turns it on",
                 cost,
             )
-            return False
-        return True
+        return on
 
     def tune_cpu(self, model_dir: Path | None = None) -> None:
         """Run the CPU self-tune unless this machine's choice is cached (blocks seconds).

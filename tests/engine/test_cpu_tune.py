@@ -53,7 +53,8 @@ def test_self_tune_measures_the_demo_model_caches_and_respects_overrides(tmp_pat
 
     assert cpu_tune.cached_choice(tmp_path, key) == result.properties
     assert result.lookup_cost is not None and result.lookup_cost > 0  # the real probe ran
-    assert cpu_tune.cached_lookup_cost(tmp_path, key) == result.lookup_cost
+    cached = cpu_tune.cached_tune(tmp_path, key)
+    assert cached is not None and cached.lookup_cost == result.lookup_cost
     assert cpu_tune.cached_choice(tmp_path, key + " other") is None  # new CPU/OpenVINO
     saved = json.loads((tmp_path / cpu_tune.CACHE_FILE).read_text())
     assert saved[key]["properties"] == result.properties
