@@ -29,9 +29,10 @@ from typing import Any
 
 import psutil
 
-from engine.client import ERROR, IDLE, READY, EngineClient
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import ERROR, IDLE, READY
 from engine.worker.messages import GenerationRequest, SamplingParams
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,6 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
-from engine.client import ERROR, LOADING, READY, EngineStatus
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
@@ -46,6 +45,7 @@ from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import MoveProgress, pending_move, relocate_at_start
 from engine.supervisor.scheduler import Engine, LoadedModel, Scheduler
+from engine.supervisor.states import ERROR, LOADING, READY, EngineStatus
 from engine.supervisor.unloads import UnloadEvent
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from functools import cache
 
 from PySide6.QtGui import QIcon
 
-from engine.client import ERROR, LOADING, READY, RESTARTING, STARTING, EngineStatus
 from engine.resources import resource_path
+from engine.supervisor.states import ERROR, LOADING, READY, RESTARTING, STARTING, EngineStatus
 
 IDLE, BUSY_LOADING, GENERATING, FAILED = "idle", "loading", "generating", "error"
 

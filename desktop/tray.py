@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from desktop.controller import Controller
 from desktop.icons import icon, state_icon_name
-from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING, STOPPED
+from engine.supervisor.states import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING, STOPPED
 
 logger = logging.getLogger(__name__)
 

@@ -129,7 +129,7 @@ class Tour:
         yield from self.dark()
 
     def wait_until_ready(self) -> Iterator[Step]:
-        from engine.client import READY
+        from engine.supervisor.states import READY
 
         controller, tray = self.desktop.controller, self.desktop.tray
         yield (

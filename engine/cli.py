@@ -25,9 +25,9 @@ from engine.store.cli import run as run_store_command
 from engine.store.relocate import relocate_at_start
 
 if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
-    from engine.client import EngineStatus
     from engine.models import ModelSpec
     from engine.supervisor.scheduler import Scheduler
+    from engine.supervisor.states import EngineStatus
 
 logger = logging.getLogger("sidelight")
 
@@ -179,7 +179,7 @@ def _wait_until_loaded(engine: Scheduler, stop: threading.Event, timeout: float)
     """The engine's status once the start-up model is ready or failed, ``timeout`` passed, or
     ``stop`` was set (SIGINT/SIGTERM during the self-tune or the load ends the wait at once).
     """
-    from engine.client import ERROR, READY
+    from engine.supervisor.states import ERROR, READY
 
     deadline = time.monotonic() + timeout
     status = engine.status()

@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
 
 from desktop.controller import Controller, ModelChoice
 from desktop.store_text import human_size
-from engine.client import LOADING, READY
 from engine.store import StoredModel
 from engine.store.facts import folder_size
+from engine.supervisor.states import LOADING, READY
 
 
 class InstalledModels(QWidget):

@@ -21,7 +21,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING
 from engine.server.anthropic.routes import anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
@@ -50,6 +49,7 @@ from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 from engine.store import ModelStore
 from engine.supervisor.scheduler import Engine, Scheduler
+from engine.supervisor.states import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING
 
 
 def create_app(

@@ -26,13 +26,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.client import READY, EngineStatus
 from engine.gguf import GGUFError, read_metadata
 from engine.models import ModelError, ModelSpec, ModelTask, read_chat_template, read_json
 from engine.server.monitor import note_model
 from engine.store import ModelStore, StoredModel, StoreError
 from engine.store.facts import folder_size, gguf_facts, ir_facts
-from engine.supervisor.states import LoadedModel
+from engine.supervisor.states import READY, EngineStatus, LoadedModel
 from engine.worker.prepare import FIM_TOKENS
 
 logger = logging.getLogger(__name__)

@@ -4,6 +4,5 @@
 :class:`~engine.supervisor.client.EngineClient`, one worker process holding one model, built
 in layers (``core`` < ``routing`` < ``handle`` < ``watchdog`` < ``keepalive`` < ``client``;
 see :mod:`engine.supervisor.core`). ``streams``: one request's events. ``scheduler`` and
-``budget``: one client per loaded model within a memory budget. :mod:`engine.client`
-re-exports the client's public names for older imports.
+``budget``: one client per loaded model within a memory budget.
 """

@@ -70,7 +70,7 @@ class GenerationRequest:
     model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
     ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
     than the context leaves after the prompt is clipped to what fits, not refused.
-    ``request_id`` is assigned by :meth:`engine.client.EngineClient.submit`.
+    ``request_id`` is assigned by :meth:`engine.supervisor.client.EngineClient.submit`.
     ``count_only`` templates and tokenizes the prompt without generating: the worker answers
     :class:`RequestAccepted` (the prompt's size) and :class:`Finished` at once, and the
     prompt need not fit the context (Anthropic's ``count_tokens``).

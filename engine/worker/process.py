@@ -1,6 +1,6 @@
 """The engine worker process: owns the OpenVINO pipeline and runs the generation loop.
 
-Started by :class:`engine.client.EngineClient` with the ``spawn`` method. One thread does
+Started by :class:`engine.supervisor.client.EngineClient` with the ``spawn`` method. One thread does
 everything: read commands from the pipe, run one engine step, run one chunk of embeddings
 or reranking, send the events. Nothing one request carries (a value C++ cannot take, a
 grammar XGrammar cannot compile, text that is not Unicode) ends the loop: it becomes that

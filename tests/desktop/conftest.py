@@ -26,12 +26,12 @@ from pytestqt.qtbot import QtBot
 from desktop.app import DesktopApp
 from desktop.autostart import XdgAutostart
 from desktop.chat import ChatOptions
-from engine.client import ERROR, READY
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, spec_from_path
 from engine.resources import demo_model_path
 from engine.settings import load_settings
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import ERROR, READY
 from engine.worker.messages import SamplingParams
 
 GREEDY = ChatOptions(sampling=SamplingParams(temperature=0))

@@ -12,9 +12,9 @@ from pytestqt.qtbot import QtBot
 from desktop.app import DesktopApp
 from desktop.history import ChatMessage
 from desktop.views.transcript import DROPPED_NOTE
-from engine.client import READY
 from engine.models import DEMO_MODEL_ID
 from engine.store.gguf_import import import_gguf
+from engine.supervisor.states import READY
 from tests.conftest import TINY_GGUF, dialogue
 
 TOO_LONG = "word " * 3000  # the tiny model's context is 2048 tokens

@@ -18,12 +18,12 @@ from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
 from desktop.views.model_manager import CHECKING_TOOLS, ModelManager
-from engine.client import READY
 from engine.models import DEMO_MODEL_ID
 from engine.store import StoredModel
 from engine.store.catalog import Catalog, MachineInfo
 from engine.store.convert import ConvertRequest
 from engine.store.store import PARTIAL
+from engine.supervisor.states import READY
 from tests.conftest import TINY_GGUF, TINY_MODEL
 from tests.engine.gguf_builder import CRAFTED, load
 from tests.store.conftest import read_only_folder, sidelight

@@ -24,12 +24,13 @@ from desktop.app import DesktopApp
 from desktop.autostart import XdgAutostart
 from desktop.controller import TUNING_TEXT
 from engine import cpu_tune
-from engine.client import READY, EngineClient
 from engine.devices import DeviceInfo
 from engine.settings import Settings, load_settings
 from engine.store import ModelStore
 from engine.store.manifest import Manifest, Source
 from engine.store.relocate import MoveProgress
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import READY
 from tests.desktop.conftest import GREEDY, LONG_REPLY, ensure_demo_on_cpu
 from tests.store.conftest import TINY_MODEL
 

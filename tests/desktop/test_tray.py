@@ -17,10 +17,10 @@ from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
 from desktop.tray import TrayMenu
-from engine.client import ERROR, READY
 from engine.devices import DeviceInfo
 from engine.models import DEMO_MODEL_ID
 from engine.store.gguf_import import import_gguf
+from engine.supervisor.states import ERROR, READY
 from tests.conftest import TINY_GGUF, dialogue
 
 FAKE_GPU = DeviceInfo(name="GPU.0", full_name="Intel(R) Arc(TM) Graphics", kind="gpu")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from engine.client import EngineClient
+from engine.supervisor.client import EngineClient
 from engine.worker.messages import GenerationRequest, SamplingParams, TextDelta
 
 T = TypeVar("T")

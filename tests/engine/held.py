@@ -10,8 +10,9 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from engine.client import EngineClient, RequestStream
 from engine.server.pipeline import GenerateRequest, Pipeline, Reply
+from engine.supervisor.client import EngineClient
+from engine.supervisor.streams import RequestStream
 from engine.worker.messages import GenerationRequest, SamplingParams
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from engine.client import ERROR, IDLE, READY, EngineClient, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import ERROR, IDLE, READY, EngineUnavailable, RequestFailed
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
 from tests.conftest import dialogue
 

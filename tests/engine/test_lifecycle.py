@@ -15,9 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine.client import IDLE, READY, EngineClient
 from engine.models import spec_from_path
 from engine.settings import load_settings
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import IDLE, READY
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams
 from tests.engine.held import collect_unloading_after_lookup
 

@@ -15,7 +15,7 @@ def test_engine_modules_import_without_qt() -> None:
         for p in ENGINE.rglob("*.py")
         if p.name != "__init__.py"
     )
-    assert "engine.client" in modules
+    assert "engine.supervisor.client" in modules
     script = (
         "import importlib, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"

@@ -18,11 +18,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine.client import READY
 from engine.models import spec_from_path
 from engine.settings import Settings, SettingsError, load_settings
 from engine.supervisor.pressure import PressureWatch, SystemReading, pressure_threshold_mb
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import READY
 from tests.conftest import TINY_CODER
 from tests.engine.held import finish_reason, held_request
 

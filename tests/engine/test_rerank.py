@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from engine.client import ERROR, READY, EngineClient, RequestFailed
 from engine.models import ModelSpec, spec_from_path, task_from_config
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import ERROR, READY, RequestFailed
 from engine.worker.rerank import pair_limit
 from tests.conftest import ROOT
 from tests.engine.chat_beside import assert_chat_went_on, chat_beside

@@ -17,12 +17,12 @@ from typing import Any
 import psutil
 import pytest
 
-from engine.client import ERROR, IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
 from engine.models import ModelSpec, spec_from_path
 from engine.settings import load_settings
 from engine.supervisor import scheduler as scheduler_module
 from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import ERROR, IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
 from engine.worker.messages import SamplingParams
 from tests.conftest import ROOT, TINY_CODER
 from tests.engine.held import collect_unloading_after_lookup, finish_reason, held_request
@@ -260,7 +260,7 @@ def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
     import threading
     import time
 
-    from engine.client import EngineClient
+    from engine.supervisor.client import EngineClient
 
     settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
     settings = replace(settings, cpu=replace(settings.cpu, self_tune=False))
@@ -362,7 +362,7 @@ def test_a_request_waiting_for_a_load_that_is_unloaded_loads_the_model_again(
     the client factory, the one seam the scheduler offers; the clients are real."""
     import threading
 
-    from engine.client import EngineClient
+    from engine.supervisor.client import EngineClient
 
     settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
     settings = replace(settings, cpu=replace(settings.cpu, self_tune=False))

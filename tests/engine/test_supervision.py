@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from engine.client import (
+from engine.models import spec_from_path
+from engine.settings import load_settings
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import (
     ERROR,
     READY,
     RESTARTING,
-    EngineClient,
     EngineStatus,
     EngineUnavailable,
     RequestFailed,
 )
-from engine.models import spec_from_path
-from engine.settings import load_settings
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
 from tests.conftest import ROOT, dialogue
 from tests.engine.test_client import GREEDY, generate

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.client import READY
 from engine.models import spec_from_path
 from engine.settings import load_settings
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import READY
 from engine.supervisor.unloads import UnloadEvent, UnloadLog
 from tests.conftest import TINY_CODER
 

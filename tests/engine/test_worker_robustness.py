@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from engine.client import ERROR, READY, EngineClient, RequestFailed
 from engine.models import ModelSpec, spec_from_path
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import ERROR, READY, RequestFailed
 from engine.worker.messages import (
     Event,
     Finished,

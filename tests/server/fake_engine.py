@@ -6,7 +6,7 @@ worker's events (:class:`RequestAccepted` or :class:`RequestRejected`, :class:`T
 pieces, :class:`Finished`), so the pipeline's parsing, counting, error mapping and
 cancellation can be checked exactly and fast. Everything about real inference (templating,
 tokens, sampling, constrained decoding) is covered by the end-to-end tests on the tiny
-models, which use the real :class:`engine.client.EngineClient`.
+models, which use the real :class:`engine.supervisor.client.EngineClient`.
 
 Threading: used on one event loop; :meth:`FakeStream.cancel` may be called from any thread.
 """
@@ -21,17 +21,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from engine.client import (
+from engine.models import ModelSpec
+from engine.supervisor.states import (
     ERROR,
     IDLE,
     LOADING,
     READY,
     EngineStatus,
     EngineUnavailable,
+    LoadedModel,
     RequestFailed,
 )
-from engine.models import ModelSpec
-from engine.supervisor.states import LoadedModel
 from engine.worker.messages import (
     Finished,
     FinishReason,
@@ -168,7 +168,7 @@ class FakeEngine:
 
 
 class FakeStream:
-    """Plays one :class:`Scripted` reply as a :class:`engine.client.RequestStream` would."""
+    """Plays one :class:`Scripted` reply as a :class:`engine.supervisor.streams.RequestStream` would."""
 
     def __init__(
         self, request: GenerationRequest, reply: Scripted, loop: asyncio.AbstractEventLoop

@@ -19,7 +19,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.testclient import TestClient
 
-from engine.client import IDLE
 from engine.models import spec_from_path
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.errors import (
@@ -33,6 +32,7 @@ from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
 from engine.server.pipeline import Pipeline
 from engine.server.responses.store import ResponseStore
 from engine.store import ModelStore
+from engine.supervisor.states import IDLE
 from tests.server.fake_engine import FakeEngine
 from tests.server.harness import store_ir_copy
 

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.client import EngineClient
 from engine.server.app import create_app
 from engine.server.monitor import RequestLog, RequestMonitor, curl_command
 from engine.server.monitor.record import OpenRequest
 from engine.settings import Settings, load_settings
+from engine.supervisor.client import EngineClient
 
 CHAT = {"model": "sidelight-demo", "messages": [{"role": "user", "content": "Hello"}]}
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engine.client import READY
 from engine.gguf import read_metadata
 from engine.models import spec_from_path
 from engine.server.lmstudio import model_entry
@@ -21,6 +20,7 @@ from engine.server.ollama.output import Piece, check_request, format_schema, pie
 from engine.server.pipeline import GenerateRequest, Pipeline
 from engine.settings import load_settings
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import READY
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 from tests.server.fake_engine import FakeEngine
 

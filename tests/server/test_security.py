@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.client import EngineClient
 from engine.server.app import create_app
 from engine.settings import Settings, load_settings
+from engine.supervisor.client import EngineClient
 
 
 def make_settings(home: Path, **overrides: object) -> Settings:

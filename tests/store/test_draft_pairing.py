@@ -11,11 +11,12 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from engine.client import ERROR, READY, EngineClient
 from engine.settings import load_settings
 from engine.store.catalog import Catalog
 from engine.store.manifest import read_manifest, write_manifest
 from engine.store.store import ModelStore
+from engine.supervisor.client import EngineClient
+from engine.supervisor.states import ERROR, READY
 from tests.engine.test_client import generate
 from tests.server.harness import store_ir_copy
 

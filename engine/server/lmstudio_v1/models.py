@@ -19,13 +19,13 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import ERROR, IDLE, READY, STOPPED, EngineState, EngineStatus
 from engine.models import ModelSpec
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelDirectory, ModelInfo
 from engine.server.request_body import parse_body
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import ERROR, IDLE, READY, STOPPED, EngineState, EngineStatus
 
 # How long an unload waits for the engine to report it before answering anyway.
 UNLOAD_WAIT_SECONDS = 10.0

@@ -27,7 +27,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.client import READY
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol, translate
 from engine.server.lmstudio_v1.models import EngineControl, ModelLoader, ModelServing
@@ -37,6 +36,7 @@ from engine.server.request_body import parse_body
 from engine.server.responses.objects import new_id
 from engine.server.responses.store import ResponseStore, StoredResponse
 from engine.server.streaming import ClientGone, EventStreamResponse, unless_disconnected
+from engine.supervisor.states import READY
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine.client import READY, EngineState, EngineStatus
 from engine.server.monitor.record import RequestEntry
+from engine.supervisor.states import READY, EngineState, EngineStatus
 
 logger = logging.getLogger(__name__)
 

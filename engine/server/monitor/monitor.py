@@ -21,7 +21,6 @@ import time
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from engine.client import EngineStatus
 from engine.server.monitor.log import DEFAULT_CAPACITY, RequestLog
 from engine.server.monitor.metrics import ServerMetrics
 from engine.server.monitor.record import (
@@ -32,6 +31,7 @@ from engine.server.monitor.record import (
     RequestEntry,
 )
 from engine.server.monitor.speculation import SpeculationStats
+from engine.supervisor.states import EngineStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -14,7 +14,6 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
@@ -22,7 +21,7 @@ from engine.server.ollama.serving import OllamaServing, log_ignored
 from engine.server.pipeline.engine import no_room, request_failed, unavailable
 from engine.server.request_body import parse_body
 from engine.supervisor.scheduler import Engine
-from engine.supervisor.states import NoRoom
+from engine.supervisor.states import EngineUnavailable, NoRoom, RequestFailed
 from engine.worker.messages import Embedded
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.client import EngineUnavailable, RequestFailed
 from engine.server.errors import APIError
 from engine.server.openai import protocol
 from engine.server.pipeline.engine import no_room, request_failed, unavailable
@@ -17,7 +16,7 @@ from engine.server.pipeline.models import ModelResolver
 from engine.server.request_body import parse_body
 from engine.server.streaming import unless_disconnected
 from engine.supervisor.scheduler import Engine
-from engine.supervisor.states import NoRoom
+from engine.supervisor.states import EngineUnavailable, NoRoom, RequestFailed
 
 
 class EmbeddingServing:

@@ -1,6 +1,6 @@
 """The engine as the pipeline sees it, and the engine's failures as :class:`APIError`.
 
-:class:`EngineLike` is the part of :class:`engine.client.EngineClient` a generation needs;
+:class:`EngineLike` is the part of :class:`engine.supervisor.client.EngineClient` a generation needs;
 the unit tests put a scripted fake engine behind it (``tests/server/fake_engine.py``), the
 server and the desktop app the real client.
 """
@@ -11,10 +11,16 @@ from collections.abc import AsyncIterator, Collection
 from datetime import datetime
 from typing import Protocol
 
-from engine.client import EngineStatus, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec
 from engine.server.errors import APIError
-from engine.supervisor.states import EngineState, LoadedModel, NoRoom
+from engine.supervisor.states import (
+    EngineState,
+    EngineStatus,
+    EngineUnavailable,
+    LoadedModel,
+    NoRoom,
+    RequestFailed,
+)
 from engine.worker.messages import Finished, GenerationRequest, RequestAccepted, TextDelta
 
 # How each refusal code of the worker reaches a client.
@@ -29,7 +35,7 @@ _REJECT_STATUS: dict[str, int] = {
 
 
 class EngineStream(Protocol):
-    """One submitted request (:class:`engine.client.RequestStream`)."""
+    """One submitted request (:class:`engine.supervisor.streams.RequestStream`)."""
 
     @property
     def accepted(self) -> RequestAccepted | None: ...
@@ -48,7 +54,7 @@ class EngineStream(Protocol):
 class EngineLike(Protocol):
     """What the pipeline asks of the engine: the scheduler
     (:class:`engine.supervisor.scheduler.Scheduler`, one worker per model) or one
-    :class:`engine.client.EngineClient`. ``status``, ``submit``, ``set_keep_alive``, ... speak
+    :class:`engine.supervisor.client.EngineClient`. ``status``, ``submit``, ``set_keep_alive``, ... speak
     of the default (or only) model; :meth:`acquire` and :meth:`running` give a model's own.
     """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.client import ERROR, LOADING, READY, EngineUnavailable
 from engine.gguf import GGUFError
 from engine.gguf_check import check_gguf
 from engine.models import ModelError, ModelSpec
@@ -19,7 +18,7 @@ from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
 from engine.server.pipeline.engine import EngineLike, no_room, unavailable
 from engine.store import ModelStore, StoreError
-from engine.supervisor.states import NoRoom
+from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, NoRoom
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator
 
-from engine.client import STOPPED, EngineUnavailable, RequestFailed
 from engine.models import ModelSpec
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
@@ -39,6 +38,7 @@ from engine.server.pipeline.models import ModelResolver
 from engine.server.pipeline.plan import Plan, ReplyReader, engine_request, plan_request
 from engine.server.pipeline.request import GenerateRequest
 from engine.store import ModelStore
+from engine.supervisor.states import STOPPED, EngineUnavailable, RequestFailed
 from engine.worker.messages import Finished, TextDelta, TokenLogprob
 
 logger = logging.getLogger(__name__)
