@@ -34,9 +34,9 @@ from desktop.views.store_move import MoveDialog
 from desktop.views.welcome import WelcomeDialog
 from engine.devices import DeviceInfo
 from engine.logs import setup_logging
+from engine.runtime import ServedEngine
 from engine.settings import Settings, SettingsError
 from engine.store.catalog import Catalog, CatalogEntry, MachineInfo
-from engine.supervisor.scheduler import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class DesktopApp(QObject):
         self,
         settings: Settings,
         *,
-        engine: Engine | None = None,
+        engine: ServedEngine | None = None,
         devices: list[DeviceInfo] | None = None,
         autostart: Autostart | None = None,
         chat_options: ChatOptions | None = None,

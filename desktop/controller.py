@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -37,15 +37,14 @@ from engine import cpu_tune
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
-from engine.server.app import create_app
+from engine.runtime import Runtime, ServedEngine, TuneDisturbed, tune_timing
 from engine.server.monitor import RequestMonitor
 from engine.server.pipeline import Pipeline
-from engine.server.runner import PortInUseError, ServerRunner
+from engine.server.runner import PortInUseError
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
-from engine.store.relocate import MoveProgress, pending_move, relocate_at_start
-from engine.supervisor.scheduler import Engine, LoadedModel, Scheduler
-from engine.supervisor.states import ERROR, LOADING, READY, EngineStatus
+from engine.store.relocate import MoveProgress, pending_move
+from engine.supervisor.states import ERROR, LOADING, READY, EngineStatus, LoadedModel
 from engine.supervisor.unloads import UnloadEvent
 
 logger = logging.getLogger(__name__)
@@ -65,10 +64,6 @@ def move_text(progress: MoveProgress) -> str:
         f"{progress.models_total}, {progress.bytes_done / gb:.1f} of "
         f"{progress.bytes_total / gb:.1f} GB"
     )
-
-
-class TuneDisturbed(Exception):
-    """A reply ran while the self-tune measured: its figures would mislead; tune next start."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +122,7 @@ class Controller(QObject):
         settings: Settings,
         tasks: TaskManager,
         *,
-        engine: Engine | None = None,
+        engine: ServedEngine | None = None,
         devices: list[DeviceInfo] | None = None,
         parent: QObject | None = None,
     ) -> None:
@@ -138,24 +133,18 @@ class Controller(QObject):
         devices: skip device discovery and offer these (tests; discovery is slow).
         """
         super().__init__(parent)
-        self.settings = settings
         self.tasks = tasks
-        self._owns_engine = engine is None
-        self.engine: Engine = engine or Scheduler(settings)  # one worker per loaded model
-        self.store = ModelStore.from_settings(settings)
-        # Metrics and the request log: the chat's and every server's requests, kept across
-        # server restarts (the Requests window reads it).
-        self.monitor = RequestMonitor(self.engine.status, keep_bodies=settings.keep_request_bodies)
-        self.pipeline = Pipeline(self.engine, self.store, self.monitor)
+        # The engine's one front door: store, scheduler, default model, the one pipeline
+        # (the chat's and every server's), the request monitor (kept across server
+        # restarts: the Requests window reads it), the start-up chores and the server.
+        self.runtime = Runtime(settings, engine=engine)
         self.state = DesktopState.load(settings.paths.config_dir)
         self.devices: list[DeviceInfo] | None = devices
         self.server_url: str | None = None
         self.server_error: str | None = None
-        self.status = self.engine.status()
+        self.status = self.runtime.default.status()
         self.last_notification: tuple[str, str, bool] | None = None
         self._models: list[ModelChoice] = []
-        self._runner: ServerRunner | None = None
-        self._server_lock = threading.Lock()
         self._load_started: float | None = None
         self._active = False
         # Start-up chores: moving an old store (start()) and the CPU self-tune (first ready).
@@ -167,19 +156,47 @@ class Controller(QObject):
         self._tuning = False
         self._busy_while_tuning = False
         self._quitting = False
-        self._remove_listener = self.engine.add_listener(self._on_engine_status)
+        self._remove_listener = self.runtime.default.add_listener(self._on_engine_status)
         # Why models went away (newest last), for the tray's tooltip and "In memory" menu.
-        self.unloads: list[UnloadEvent] = []
+        scheduler = self.runtime.scheduler
+        self.unloads: list[UnloadEvent] = scheduler.recent_unloads()[-_RECENT_UNLOADS:]
         self.loading_models: list[str] = []  # any model a worker is loading, default or not
-        self._remove_unload_listener: Callable[[], None] = lambda: None
-        if isinstance(self.engine, Scheduler):
-            self.unloads = self.engine.recent_unloads()[-_RECENT_UNLOADS:]
-            self._remove_unload_listener = self.engine.add_unload_listener(self._on_unloaded)
+        self._remove_unload_listener = scheduler.add_unload_listener(self._on_unloaded)
         self._activity_timer = QTimer(self)
         self._activity_timer.setInterval(_ACTIVITY_POLL_MS)
         self._activity_timer.timeout.connect(self._poll_activity)
         self.notify.connect(self._remember_notification)
         self.refresh_models()
+
+    # ---- what the runtime holds --------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in use (they change when Settings are applied)."""
+        return self.runtime.settings
+
+    @property
+    def engine(self) -> ServedEngine:
+        """The engine: every model's worker and the default model's view."""
+        return self.runtime.engine
+
+    @property
+    def store(self) -> ModelStore:
+        return self.runtime.store
+
+    @property
+    def monitor(self) -> RequestMonitor:
+        """Metrics and the request log of the chat's and every server's requests."""
+        return self.runtime.monitor
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The one request pipeline the chat window and the HTTP server share."""
+        return self.runtime.pipeline
+
+    @pipeline.setter
+    def pipeline(self, pipeline: Pipeline) -> None:
+        self.runtime.pipeline = pipeline
 
     # ---- start and stop ----------------------------------------------------------------
 
@@ -191,8 +208,8 @@ class Controller(QObject):
         self.start_server()
         if pending_move(self.settings.paths):
             self._start_move()
-        if self._owns_engine:
-            self.tasks.run_in_background(self.engine.start, lambda f: self._load_last())
+        if self.runtime.owns_engine:
+            self.tasks.run_in_background(self.runtime.start, lambda f: self._load_last())
         else:
             self._load_last()
 
@@ -203,12 +220,7 @@ class Controller(QObject):
         self._quitting = True  # a running self-tune stops after its current measurement
         self._remove_listener()
         self._remove_unload_listener()
-        with self._server_lock:
-            if self._runner is not None:
-                self._runner.stop()
-                self._runner = None
-        if self._owns_engine:
-            self.engine.close()
+        self.runtime.close()  # the server; the engine too when it is the runtime's own
         self.state.save(self.settings.paths.config_dir)
 
     def _load_last(self) -> None:
@@ -226,7 +238,7 @@ class Controller(QObject):
                 logger.warning("the last model %s is gone; loading the demo model", wanted)
             wanted = DEMO_MODEL_ID
         device = self.state.last_device or self.settings.device
-        status = self.engine.status()
+        status = self.runtime.default.status()
         model = status.model.id if status.model else None
         if (status.state, model, status.device) == (READY, wanted, device):
             self._apply_status(status)  # an engine handed over ready: nothing to load
@@ -242,7 +254,7 @@ class Controller(QObject):
 
     def _start_move(self) -> None:
         """Move the old store to the data folder off the GUI thread, reporting progress."""
-        paths, cancel, tasks = self.settings.paths, self._move_cancel, self.tasks
+        chores, cancel, tasks = self.runtime.chores, self._move_cancel, self.tasks
         self.moving = MoveProgress(0, 0, 0, 0)
         self._set_chore("Moving models to the data folder…")
 
@@ -250,7 +262,7 @@ class Controller(QObject):
             tasks.run_on_main(lambda: self._on_move_progress(progress))
 
         def move() -> OSError | None:
-            return relocate_at_start(paths, report=report, cancel=cancel)
+            return chores.move_store(report=report, cancel=cancel)
 
         self.tasks.run_in_background(move, self._on_move_done)
 
@@ -293,42 +305,31 @@ class Controller(QObject):
         self._move_cancel.set()
 
     def _maybe_tune(self, status: EngineStatus) -> None:
-        """Start the CPU self-tune once, after the first CPU model is ready, unless cached."""
-        cpu = self.settings.cpu
-        on_cpu = (status.device or "").upper().startswith("CPU")
-        if self._tune_started or not cpu.self_tune or not on_cpu:
+        """Start the CPU self-tune once, after the first CPU model is ready, unless cached
+        (:func:`engine.runtime.tune_timing`: with a person at the window, after ready)."""
+        device = status.device or ""
+        timing = tune_timing(self.settings, device, interactive=True)
+        if self._tune_started or timing != "after_ready":
             return
         self._tune_started = True
         # Set here, read by the tune's thread (plain bools): a reply seen by the activity
         # poll while tuning makes the tune give up rather than cache skewed figures.
         self._tuning, self._busy_while_tuning = True, self._active
-        cache_dir, tasks = self.settings.paths.cache_dir, self.tasks
+        chores, tasks = self.runtime.chores, self.tasks
 
         def started() -> None:
             if self._tuning:
                 self._set_chore(TUNING_TEXT)
 
-        def measure_quietly(measure: cpu_tune.Measure) -> cpu_tune.Measure:
-            def measured(candidate: dict[str, object]) -> float:
-                if self._quitting:
-                    raise TuneDisturbed("the app is quitting")
-                if self._busy_while_tuning:
-                    raise TuneDisturbed("a reply ran while the self-tune measured")
-                speed = measure(candidate)
-                if self._busy_while_tuning:
-                    raise TuneDisturbed("a reply ran while the self-tune measured")
-                return speed
-
-            return measured
+        def disturbed() -> str | None:  # the tune's thread
+            if self._quitting:
+                return "the app is quitting"
+            if self._busy_while_tuning:
+                return "a reply ran while the self-tune measured"
+            return None
 
         def tune() -> cpu_tune.TuneResult | None:  # a pool thread: no widgets
-            return cpu_tune.tune_unless_cached(
-                cpu,
-                cache_dir,
-                demo_model_path(),
-                on_start=lambda: tasks.run_on_main(started),
-                wrap=measure_quietly,
-            )
+            return chores.tune(on_start=lambda: tasks.run_on_main(started), disturbed=disturbed)
 
         self.tasks.run_in_background(tune, self._on_tuned)
 
@@ -353,23 +354,7 @@ class Controller(QObject):
 
     def start_server(self) -> None:
         """Start the server with the current settings, off the GUI thread."""
-        settings, store = self.settings, self.store
-
-        def start() -> str:
-            with self._server_lock:
-                if self._runner is not None:
-                    self._runner.stop()
-                    self._runner = None
-                runner = ServerRunner(
-                    create_app(settings, self.engine, store, self.monitor),
-                    settings.host,
-                    settings.port,
-                )
-                runner.start()
-                self._runner = runner
-                return runner.url
-
-        self.tasks.run_in_background(start, self._on_server_started)
+        self.tasks.run_in_background(self.runtime.start_server, self._on_server_started)
 
     def _on_server_started(self, future: Future[str]) -> None:
         try:
@@ -379,44 +364,6 @@ class Controller(QObject):
             self.server_url, self.server_error = None, server_error_text(exc, self.settings)
             self.notify.emit("Sidelight server not started", self.server_error, True)
         self.server_changed.emit()
-
-    def _replace_server(self, settings: Settings, store: ModelStore) -> str:
-        """Start a server for ``settings``; stop the old one only once the new one listens.
-
-        On the same port the old server must let go of it first; if the new one then fails,
-        the old one is started again. Worker thread.
-
-        Raises:
-            PortInUseError, RuntimeError, OSError: the new server did not start (the old one,
-                if any, still serves).
-        """
-        with self._server_lock:
-            old, old_settings, old_store = self._runner, self.settings, self.store
-            runner = ServerRunner(
-                create_app(settings, self.engine, store, self.monitor),
-                settings.host,
-                settings.port,
-            )
-            same_port = old is not None and settings.port == old.port
-            if old is not None and same_port:
-                old.stop()
-            try:
-                runner.start()
-            except (RuntimeError, OSError):
-                if old is not None and same_port:
-                    self._runner = None
-                    again = ServerRunner(
-                        create_app(old_settings, self.engine, old_store, self.monitor),
-                        old.host,
-                        old.port,
-                    )
-                    again.start()
-                    self._runner = again
-                raise
-            if old is not None and not same_port:
-                old.stop()
-            self._runner = runner
-            return runner.url
 
     @property
     def api_base_url(self) -> str | None:
@@ -480,23 +427,21 @@ class Controller(QObject):
                 self.notify.emit(f"Cannot load {choice.id}", str(exc), True)
                 return
             self._load_started = time.monotonic()
-            self.engine.load(spec, device)
+            self.runtime.default.load(spec, device)
 
         self.tasks.run_in_background(spec, load)
 
     def loaded_models(self) -> list[LoadedModel]:
         """Every model the engine holds, each in a worker of its own (the tray lists them)."""
-        return self.engine.loaded()
+        return self.runtime.scheduler.loaded()
 
     def unload_model(self, model_id: str) -> None:
         """Unload ``model_id`` now, returning its memory; returns at once (its worker takes a
         moment to exit). A model answering a request stays: nothing is ever cancelled."""
-        engine = self.engine
+        scheduler = self.runtime.scheduler
 
         def unload() -> bool:
-            if isinstance(engine, Scheduler):
-                return engine.unload(model_id, "unloaded from the tray")
-            return engine.release("unloaded from the tray")
+            return scheduler.unload(model_id, "unloaded from the tray")
 
         def done(future: Future[bool]) -> None:
             if future.result():
@@ -535,12 +480,10 @@ class Controller(QObject):
         only once the new one listens. If it cannot start (a port in use...), nothing
         changes: the old server keeps serving and ``on_done`` gets the error.
         """
-        server_keys = ("host", "port", "api_key", "allowed_origins", "allowed_hosts")
-        old = self.settings
-        moved = old.paths.models_dir != settings.paths.models_dir  # the server lists the store
-        store = ModelStore.from_settings(settings)
-        if not moved and all(getattr(old, k) == getattr(settings, k) for k in server_keys):
-            self._use_settings(settings, store)
+        runtime = self.runtime
+        if not runtime.needs_new_server(settings):
+            runtime.use_settings(settings)
+            self.refresh_models()
             if on_done is not None:
                 on_done(None)
             return
@@ -550,27 +493,21 @@ class Controller(QObject):
                 url = future.result()
             except (RuntimeError, OSError) as exc:
                 logger.warning("settings not applied: the new server did not start: %s", exc)
-                if self._runner is None:  # the old one could not come back either
+                if runtime.server_url is None:  # the old one could not come back either
                     self.server_url = None
                     self.server_error = server_error_text(exc, settings)
                     self.server_changed.emit()
                 if on_done is not None:
                     on_done(exc)
                 return
-            self._use_settings(settings, store)
+            self.refresh_models()
             self.server_url, self.server_error = url, None
             logger.info("serving on %s/v1", url)
             self.server_changed.emit()
             if on_done is not None:
                 on_done(None)
 
-        self.tasks.run_in_background(lambda: self._replace_server(settings, store), replaced)
-
-    def _use_settings(self, settings: Settings, store: ModelStore) -> None:
-        self.settings, self.store = settings, store
-        self.pipeline = Pipeline(self.engine, store, self.monitor)
-        self.monitor.set_keep_bodies(settings.keep_request_bodies)
-        self.refresh_models()
+        self.tasks.run_in_background(lambda: runtime.replace_server(settings), replaced)
 
     def set_keep_request_bodies(self, keep: bool) -> None:
         """Save "keep request bodies" and apply it at once (the server keeps running);
@@ -581,8 +518,7 @@ class Controller(QObject):
             SettingsError: the config file is unreadable (nothing changed).
         """
         save_config(self.settings.paths, {"keep_request_bodies": keep})
-        self.settings = replace(self.settings, keep_request_bodies=keep)
-        self.monitor.set_keep_bodies(keep)
+        self.runtime.keep_request_bodies(keep)
 
     # ---- engine status -----------------------------------------------------------------
 
@@ -631,15 +567,12 @@ class Controller(QObject):
     def _poll_activity(self) -> None:
         # The engine reports state changes, not request starts: poll its cheap counters
         # (every loaded model's: each has a worker of its own).
-        engine = self.engine
-        if isinstance(engine, Scheduler):
-            active = engine.active_requests() > 0
-            loading = engine.loading()
-            if loading != self.loading_models:
-                self.loading_models = loading
-                self.loading_changed.emit()
-        else:
-            active = engine.status().active_requests > 0
+        scheduler = self.runtime.scheduler
+        active = scheduler.active_requests() > 0
+        loading = scheduler.loading()
+        if loading != self.loading_models:
+            self.loading_models = loading
+            self.loading_changed.emit()
         if active and self._tuning:
             self._busy_while_tuning = True
         if active != self._active:

@@ -22,17 +22,14 @@ from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
 from engine.store.cli import run as run_store_command
-from engine.store.relocate import relocate_at_start
 
-if TYPE_CHECKING:  # the client and models import OpenVINO: loaded only when serving
-    from engine.models import ModelSpec
-    from engine.supervisor.scheduler import Scheduler
+if TYPE_CHECKING:  # the runtime imports OpenVINO: loaded only when serving
+    from engine.runtime import DefaultModel
     from engine.supervisor.states import EngineStatus
 
 logger = logging.getLogger("sidelight")
 
 LOAD_TIMEOUT_SECONDS = 600.0  # how long start-up waits for the first model before giving up
-TUNE_FINISH_SECONDS = 120.0  # how long shutting down waits for a running self-tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,66 +125,21 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def _tune_then_load(
-    engine: Scheduler, spec: ModelSpec, settings: Settings, stop: threading.Event
-) -> threading.Thread | None:
-    """Load ``spec``; on a CPU, after the self-tune (seconds, first start on this CPU only).
-
-    Returns the tune's thread: shutting down must join it, since the process aborts when it
-    exits while that thread is inside OpenVINO.
-
-    The tune runs on a background thread so the server answers /health meanwhile; the load
-    follows it so the model loads with the chosen properties and does not skew the tune.
-    The engine announces ``spec`` as loading before the tune starts, so a request for it
-    during the tune waits for the load (or gets 503 model_loading), never 404. A request
-    that switched to another model meanwhile wins: the tune thread then loads nothing.
-    """
-    if not (settings.device.upper().startswith("CPU") and settings.cpu.self_tune):
-        engine.load(spec, settings.device)
-        return None
-    engine.expect_load(spec, settings.device, f"tuning the CPU before loading {spec.id}")
-
-    def run() -> None:
-        try:
-            engine.tune_cpu()
-        except Exception:  # requests wait for this load: it must come whatever the tune did
-            logger.exception("CPU self-tune failed; loading %s with default properties", spec.id)
-        if stop.is_set():
-            return
-        if engine.status().model != spec:
-            logger.info(
-                "CPU self-tune done; %s is not loaded: a request asked for another model", spec.id
-            )
-            return
-        engine.load(spec, settings.device)
-
-    thread = threading.Thread(target=run, name="cpu-self-tune", daemon=True)
-    thread.start()
-    return thread
-
-
-def _finish_tune(tuner: threading.Thread | None) -> None:
-    """Let a running self-tune end its measurement (bounded) before the process exits."""
-    if tuner is not None and tuner.is_alive():
-        logger.info("waiting for the CPU self-tune to finish its measurement")
-        tuner.join(TUNE_FINISH_SECONDS)
-        if tuner.is_alive():
-            logger.warning("the CPU self-tune did not finish in %.0f s", TUNE_FINISH_SECONDS)
-
-
-def _wait_until_loaded(engine: Scheduler, stop: threading.Event, timeout: float) -> EngineStatus:
+def _wait_until_loaded(
+    default: DefaultModel, stop: threading.Event, timeout: float
+) -> EngineStatus:
     """The engine's status once the start-up model is ready or failed, ``timeout`` passed, or
     ``stop`` was set (SIGINT/SIGTERM during the self-tune or the load ends the wait at once).
     """
     from engine.supervisor.states import ERROR, READY
 
     deadline = time.monotonic() + timeout
-    status = engine.status()
+    status = default.status()
     while status.state not in (READY, ERROR) and not stop.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        status = engine.wait_for({READY, ERROR}, timeout=min(0.5, remaining))
+        status = default.wait_for({READY, ERROR}, timeout=min(0.5, remaining))
     return status
 
 
@@ -207,11 +159,11 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from engine.logs import setup_logging
     from engine.models import ModelError, spec_from_path
     from engine.resources import demo_model_path
-    from engine.server.app import create_app
-    from engine.server.runner import PortInUseError, ServerRunner
+    from engine.runtime import Runtime, finish_tune
+    from engine.server.runner import PortInUseError
     from engine.store import ModelStore
     from engine.store.errors import disk_error
-    from engine.supervisor.scheduler import READY, Scheduler
+    from engine.supervisor.states import READY
 
     settings = settings.with_overrides(
         host=args.host, port=args.port, api_key=args.api_key, device=args.device
@@ -232,7 +184,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         print(f"sidelight: {disk_error(exc, 'preparing to serve', None, remedy)}", file=sys.stderr)
         return 2
     log_file = setup_logging(settings.paths.log_dir, settings.log_level)
-    relocate_at_start(settings.paths)
+    runtime = Runtime(settings, backend=args.backend)  # one worker per loaded model
+    runtime.chores.move_store()  # headless: the store moves before anything is served
     if spec.is_demo:
         logger.warning(
             "serving the built-in demo model: a tiny model for trying Sidelight out, "
@@ -241,39 +194,39 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     stop = _stop_on_signals()
 
-    engine = Scheduler(settings, backend=args.backend)  # one worker per loaded model
-    engine.start()
-    tuner = _tune_then_load(engine, spec, settings, stop)
-    runner = ServerRunner(create_app(settings, engine), settings.host, settings.port)
+    runtime.start()
+    tuner = runtime.chores.load_at_start(spec, settings.device, stop)
     try:
-        runner.start()
+        runtime.start_server()
     except (PortInUseError, RuntimeError, OSError) as exc:
         stop.set()
-        _finish_tune(tuner)
-        engine.close()
+        finish_tune(tuner)
+        runtime.close()
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         print(f"sidelight: {message}", file=sys.stderr)
         return 1
     logger.info(
         "listening on %s (log: %s); loading %s on %s",
-        runner.bind_url,
+        runtime.bind_url,
         log_file,
         spec.id,
         settings.device,
     )
-    status = _wait_until_loaded(engine, stop, LOAD_TIMEOUT_SECONDS)
+    status = _wait_until_loaded(runtime.default, stop, LOAD_TIMEOUT_SECONDS)
     failed = status.state != READY and not stop.is_set()  # a signal while loading is no failure
     if status.state == READY:
-        logger.info("ready: %s on %s. OpenAI base URL: %s/v1", spec.id, status.device, runner.url)
+        logger.info(
+            "ready: %s on %s. OpenAI base URL: %s/v1", spec.id, status.device, runtime.server_url
+        )
     elif failed:
         logger.error("%s", status.message or "the model did not load")
         stop.set()
     while not stop.wait(0.5):
         pass
     logger.info("shutting down")
-    runner.stop()
-    _finish_tune(tuner)
-    engine.close()
+    runtime.stop_server()
+    finish_tune(tuner)
+    runtime.close()
     return 1 if failed else 0
 
 

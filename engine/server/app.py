@@ -8,18 +8,16 @@ refused origin is a 403 from the guard, never an ``Access-Control-Allow-Origin``
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.requests import ClientDisconnect
 
 from engine.server.anthropic.routes import anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
@@ -32,67 +30,46 @@ from engine.server.errors import (
     handle_http_exception,
     handle_unexpected,
 )
+from engine.server.health import HealthSource, health_routes
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
 from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
-from engine.server.monitor import RequestMonitor
 from engine.server.monitor.middleware import MonitorMiddleware
 from engine.server.monitor.routes import monitor_routes
 from engine.server.ollama.routes import ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
+from engine.server.pipeline.engine import Encoders, EngineLike
 from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
 from engine.server.responses.store import ResponseStore
 from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
-from engine.store import ModelStore
-from engine.supervisor.scheduler import Engine, Scheduler
-from engine.supervisor.states import ERROR, IDLE, LOADING, READY, RESTARTING, STARTING
 
 
-def create_app(
-    settings: Settings,
-    engine: Engine,
-    store: ModelStore | None = None,
-    monitor: RequestMonitor | None = None,
-) -> Starlette:
+class ServerEngine(EngineLike, Encoders, HealthSource, Protocol):
+    """Everything the app asks of the engine (the runtime's
+    :class:`engine.runtime.ServedEngine`): generations through the pipeline, embeddings and
+    rerank, ``/health``, and reading the workers' pipes on the server's loop."""
+
+    def read_on_loop(self) -> None: ...
+
+    def read_on_thread(self) -> None: ...
+
+
+def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> Starlette:
     """Build the Starlette app serving ``/v1``, ``/health``, ``/metrics``, Ollama's and LM
     Studio's ``/api``.
 
-    ``store`` defaults to the store in ``settings.paths.models_dir``; ``monitor`` (metrics
-    and the request log) to a new one: the desktop passes its own, which outlives servers.
+    Every dialect's generations go through ``pipeline``, the one the caller composed
+    (:class:`engine.runtime.Runtime`): the chat window shares it, and its store and monitor
+    (metrics, the request log) outlive the server. ``engine`` is what ``pipeline`` runs on.
     """
-    store = store if store is not None else ModelStore.from_settings(settings)
-    if monitor is None:
-        monitor = RequestMonitor(engine.status, keep_bodies=settings.keep_request_bodies)
-    pipeline = Pipeline(engine, store, monitor)  # every dialect's generations go through it
-
-    async def health(request: Request) -> Response:
-        if engine.status().state == ERROR:
-            # Restarts paused after crashes resume when someone asks (spawning blocks).
-            await asyncio.to_thread(engine.revive)
-        status = engine.status()
-        body = status.to_dict()
-        body["speculation"] = monitor.speculation.to_dict()  # per model, since start
-        expires = engine.expires_at() if status.state == READY else None
-        body["expires_at"] = expires.isoformat(timespec="seconds") if expires else None
-        # Every model a worker holds (the top-level fields speak of the default one).
-        body["models"] = [model.to_dict() for model in engine.loaded()]
-        if isinstance(engine, Scheduler):
-            body["memory_budget_mb"] = engine.budget_mb()
-            body["waiting_for_room"] = engine.waiting()
-            # Why models went away lately (idle, keep_alive, evicted, pressure, crashed).
-            body["unloaded_models"] = [event.to_dict() for event in engine.recent_unloads()]
-        if status.state == READY or (status.state == IDLE and status.unloaded):
-            # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
-            return JSONResponse(body)
-        headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
-        return JSONResponse(body, status_code=503, headers=headers)
+    store, monitor = pipeline.store, pipeline.monitor
 
     routes = [
-        Route("/health", health, methods=["GET"]),
+        *health_routes(engine, monitor.speculation),
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
         *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),

@@ -87,18 +87,19 @@ class ModelInfo:
         return self.weights.upper() if self.weights else "unknown"
 
 
+class _Worker(Protocol):
+    def status(self) -> EngineStatus: ...
+
+
 class StatusSource(Protocol):
-    """What the directory asks of the engine: which models it has loaded."""
+    """What the directory asks of the engine (:class:`engine.server.pipeline.EngineLike`
+    has it): the default model's status, the loaded models and each one's worker."""
 
     def status(self) -> EngineStatus: ...
 
     def loaded(self) -> list[LoadedModel]: ...
 
-    def running(self, model_id: str) -> StatusSource | None: ...
-
-    def release(self, reason: str = "unloaded") -> bool: ...
-
-    def set_keep_alive(self, seconds: float) -> None: ...
+    def running(self, model_id: str) -> _Worker | None: ...
 
 
 class ModelDirectory:

@@ -22,6 +22,7 @@ import psutil
 from engine.devices import DeviceInfo, describe
 from engine.models import ModelSpec
 from engine.settings import Settings
+from engine.supervisor.kinds import kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def files_mb(path: Path) -> int:
 def estimated_mb(spec: ModelSpec, settings: Settings) -> int:
     """What ``spec`` will cost once loaded, before it ever was (MB): its weights on disk,
     the KV-cache budget for a chat model, and a worker's own base."""
-    kv = int(settings.kv_cache_gb * 1024) if spec.task == "chat" else 0
+    kv = int(settings.kv_cache_gb * 1024) if kind_of(spec.task).kv_cache else 0
     return files_mb(spec.path) + kv + WORKER_BASE_MB
 
 

@@ -1,8 +1,8 @@
 """Unload idle models when the machine runs short of memory, or on battery (issue 11).
 
 The memory budget (:mod:`engine.supervisor.budget`) is planned when a model loads; other
-apps may grow afterwards. A :class:`PressureWatch` thread reads the system every
-:data:`CHECK_SECONDS`:
+apps may grow afterwards. The scheduler's owner loop (``engine-scheduler``) asks a
+:class:`PressureWatch` to read the system every :data:`CHECK_SECONDS`:
 
 - while the memory the system has available (psutil's ``available``: free plus what the
   kernel can reclaim at once) is below :func:`pressure_threshold_mb`, it unloads one idle
@@ -16,15 +16,14 @@ itself is refused by the client while a request runs (:meth:`Scheduler.unload`):
 ever cancelled. Each unload is an event with reason ``memory_pressure`` or ``on_battery``
 (:mod:`engine.supervisor.unloads`), which the tray and ``/health`` show.
 
-Threading: one daemon thread per watch; :meth:`PressureWatch.check` may also be called on
-any thread (tests). The system is read through the ``read`` function given, so tests inject
+Threading: no thread of its own; :meth:`PressureWatch.check` runs on the scheduler's owner
+loop, and may be called on any thread (tests). The system is read through the ``read`` function given, so tests inject
 readings: real memory pressure and a laptop battery cannot be produced on a test machine.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -103,29 +102,16 @@ class PressureWatch:
         self._read = read
         self._interval = interval
         self._battery_idle = battery_idle_seconds
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Start checking on a daemon thread (nothing to do when both are turned off)."""
-        if self._settings.memory_pressure_mb < 0 and not self._settings.unload_on_battery:
-            return
-        self._thread = threading.Thread(target=self._run, name="engine-pressure", daemon=True)
-        self._thread.start()
+    @property
+    def enabled(self) -> bool:
+        """Whether there is anything to check (both checks can be turned off)."""
+        return self._settings.memory_pressure_mb >= 0 or self._settings.unload_on_battery
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop checking; waits for a check under way (an unload takes a moment)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.check()
-            except Exception:  # the watch must outlive one failed reading
-                logger.exception("memory pressure check failed")
+    @property
+    def interval(self) -> float:
+        """Seconds between checks."""
+        return self._interval
 
     def check(self) -> list[str]:
         """Read the system once and unload what it calls for; returns the models unloaded

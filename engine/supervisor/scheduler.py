@@ -5,6 +5,8 @@ that model, starting a worker for it when it is not loaded. Every model (chat, e
 or reranker) lives in a worker process of its own (docs/architecture.md, "Several
 models"): a crash, hang or long GIL-holding step of one model never touches another's
 requests, and unloading a model is ending its worker, which returns all of its memory.
+What differs between kinds of model is data (:mod:`engine.supervisor.kinds`), not a path
+through this module.
 
 Models stay loaded while their costs fit :func:`engine.supervisor.budget.budget_mb`. A new
 model that does not fit evicts the least recently used models that have no request in
@@ -13,19 +15,23 @@ flight; when the ones it would need are busy, it waits for them (bounded by
 running request is never cancelled to make room: eviction goes through
 :meth:`EngineClient.close_if_idle`, atomic with the client's own submit.
 
-Each client keeps its own lifecycle (keep_alive, ttl, idle unload, crash restarts); a chat
-model whose client unloaded it for being idle leaves the scheduler (its spare worker ends),
-except the default model, whose spare worker stays as a lone client's did.
+The scheduler places models and nothing else. It knows one *preferred* model
+(:meth:`prefer`: the default model the CLI loaded or the tray picked), which keeps its
+spare worker after an idle unload, goes last under memory pressure and is marked in
+:meth:`loaded`; the one-model view the tray and ``/health`` show is built over this public
+API by :class:`engine.runtime.DefaultModel`.
 
-The scheduler also shows a *default model* (the one the CLI loaded or the tray picked):
-:meth:`status`, :meth:`submit`, :meth:`expires_at`, ... speak of it, so the desktop and
-``/health``'s top-level fields keep their one-model view.
+One owner for unloads that nobody asked for: the ``engine-scheduler`` thread ends idle
+encoders, runs the memory-pressure / battery checks (:mod:`engine.supervisor.pressure`) and
+ends the spare worker a client leaves after its own idle unload. Explicit unloads (the
+tray, Ollama's ``keep_alive 0``, LM Studio) and evictions come through :meth:`unload` and
+:meth:`acquire` on the caller's thread.
 
-Threading: public methods are safe on any thread; :meth:`acquire`, :meth:`unload`,
-:meth:`close` and :meth:`wait_for` block (call them off the event loop); the reading
-hand-over methods run on the loop concerned, as on :class:`EngineClient`. Lock order:
-the scheduler's lock, then a client's; status listeners (called under a client's lock)
-never take the scheduler's lock.
+Threading: public methods are safe on any thread; :meth:`acquire`, :meth:`unload` and
+:meth:`close` block (call them off the event loop); the reading hand-over methods run on
+the loop concerned, as on :class:`EngineClient`. Lock order: the scheduler's lock, then a
+client's; listeners called with a client's status (under that client's lock) never take
+the scheduler's lock.
 """
 
 from __future__ import annotations
@@ -33,18 +39,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TypeVar
 
 from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor import budget
 from engine.supervisor.client import EngineClient
+from engine.supervisor.kinds import ModelKind, kind_of
 from engine.supervisor.pressure import PressureWatch
 from engine.supervisor.states import (
     ERROR,
@@ -60,43 +68,26 @@ from engine.supervisor.states import (
     LoadedModel,
     NoRoom,
 )
-from engine.supervisor.streams import RequestStream
 from engine.supervisor.unloads import UnloadEvent, UnloadLog, UnloadReason
-from engine.worker.messages import Embedded, GenerationRequest, Reranked
+from engine.worker.messages import Embedded, Reranked
 
-__all__ = [  # with the states a caller of the default view waits for
-    "ERROR",
-    "READY",
-    "Engine",
-    "LoadedModel",
-    "NoRoom",
-    "Scheduler",
-    "model_key",
-]
+__all__ = ["LoadedModel", "NoRoom", "Scheduler", "SchedulerListener", "model_key"]
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
-PLACE_WAIT_SECONDS = 600.0  # the least a default model's load waits for room and its load
 _Answer = TypeVar("_Answer", Embedded, Reranked)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
+
+SchedulerListener = Callable[[str | None, EngineStatus | None], None]
+"""Called on a change: ``(model key, its client's new status)`` when a model's worker
+changed state (under that client's lock: never block, never take the scheduler's lock),
+``(None, None)`` when models were placed or removed (no lock held: look again)."""
 
 
 def model_key(model_id: str) -> str:
     """The key a model is held under: ids ignore case and surrounding spaces."""
     return model_id.strip().lower()
-
-
-@dataclass(frozen=True)
-class _DefaultGone:
-    """Why the default model has no worker: ``unloaded`` when it was placed then went (idle,
-    evicted, unloaded by hand), ``not_loaded`` when it could never be placed (no room beside
-    busy models, the engine closing); ``reason`` says it in words. The default view shows
-    the first as a healthy ``idle`` ("<id> was unloaded (<reason>)") and the second as
-    ``error`` ("could not load <id>: <reason>"), as a worker reports its own failed load."""
-
-    how: Literal["unloaded", "not_loaded"]
-    reason: str
 
 
 @dataclass
@@ -110,17 +101,21 @@ class _Slot:
     last_used: float = field(default_factory=time.monotonic)
     started: bool = False  # its worker runs (set by _start_client, under the lock)
 
+    @property
+    def kind(self) -> ModelKind:
+        return kind_of(self.spec.task)
+
     def cost_mb(self) -> tuple[int, bool]:
         """What this model holds now (MB) and whether that is only the estimate.
 
-        A chat model costs its worker's measured memory once loaded. An encoder loads in
-        its worker on first use, so it costs at least its estimate until measured above it.
+        A model its worker loads at start costs the worker's measured memory once loaded.
+        One that loads on first use costs at least its estimate until measured above it.
         """
         status = self.client.status()
         measured = budget.measured_mb(status.worker_pid)
         if measured is None:
             return self.estimate_mb, True
-        if self.spec.task == "chat":
+        if self.kind.loads_at_start:
             if status.state == READY or (status.model is None and status.state == IDLE):
                 return measured, False  # loaded, or a spare worker holding no model
             return max(measured, self.estimate_mb), True
@@ -149,57 +144,58 @@ class Scheduler:
         client_factory: Callable[[Settings], EngineClient] | None = None,
     ) -> None:
         self._settings = settings
-        self._backend = backend
         self._factory = client_factory or (lambda s: EngineClient(s, backend=backend))
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._slots: dict[str, _Slot] = {}
-        self._default: str | None = None  # key of the default model
-        self._default_spec: ModelSpec | None = None
-        self._default_gone: _DefaultGone | None = None  # why the default model has no worker
+        self._preferred: str | None = None  # key of the default model (prefer())
+        self._holds: dict[str, str] = {}  # key -> why requests for it wait (hold())
         self._estimates: dict[tuple[Path, str], int] = {}  # _estimate()'s memo
-        self._pending: set[str] = set()  # keys being placed by load() on a thread
-        self._expect_why: str | None = None  # expect_load()'s reason, until load()
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
-        self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._listeners: list[SchedulerListener] = []
         self._unloads = UnloadLog()  # why models went away (the tray, /health)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closing = False
-        # One idle worker, so embed()/rerank() through the default view and "no model"
-        # status keep their meaning before any model loads (the desktop's first start).
-        self._idle_client: EngineClient | None = None
-        # Embedding and rerank workers have no chat model for a client's idle timer to
-        # watch: this thread ends them once unused for Settings.idle_unload_seconds.
-        self._janitor: threading.Thread | None = None
-        self._pressure: PressureWatch | None = None
+        # The owner loop (engine-scheduler): woken by _wake; spare workers to end come
+        # through _drops, which a client's status listener fills without the lock.
+        self._owner: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._drops: queue.SimpleQueue[tuple[str, EngineClient, str]] = queue.SimpleQueue()
+        self._pressure = PressureWatch(self, settings)
 
     # ---- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """Whether models can be placed (between :meth:`start` and :meth:`close`)."""
+        with self._lock:
+            return self._started
 
     def start(self) -> None:
         """Ready to load models (no worker starts until a model is asked for)."""
         with self._lock:
             self._started = True
             self._closing = False
-            if self._janitor is None or not self._janitor.is_alive():
-                self._janitor = threading.Thread(
-                    target=self._idle_encoders, name="engine-encoders-idle", daemon=True
+            if self._owner is None or not self._owner.is_alive():
+                self._wake.clear()
+                self._owner = threading.Thread(
+                    target=self._own, name="engine-scheduler", daemon=True
                 )
-                self._janitor.start()
-            if self._pressure is None:  # memory pressure, battery: see pressure.py
-                self._pressure = PressureWatch(self, self._settings)
-                self._pressure.start()
+                self._owner.start()
+        self._notify()
 
     def close(self, timeout: float = 10.0) -> None:
         """End every worker; in-flight requests end with an error."""
         with self._lock:
             self._closing = True
-            pressure, self._pressure = self._pressure, None
+            owner, self._owner = self._owner, None
             clients = [slot.client for slot in self._slots.values()]
             self._slots.clear()
             self._changed.notify_all()
-        if pressure is not None:
-            pressure.stop()
+        self._wake.set()
+        if owner is not None and owner is not threading.current_thread():
+            owner.join(timeout)  # an unload under way ends first
         for client in clients:
             client.close(timeout)
         with self._lock:
@@ -223,44 +219,79 @@ class Scheduler:
         for client in clients:
             client.read_on_thread()
 
+    def add_listener(self, listener: SchedulerListener) -> Callable[[], None]:
+        """Call ``listener`` on every change (see :data:`SchedulerListener`); returns an
+        undo."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    # ---- placement policy --------------------------------------------------------------
+
+    def prefer(self, model_id: str | None) -> None:
+        """Make ``model_id`` the preferred (default) model: its spare worker stays after an
+        idle unload (the next request loads it there), memory pressure unloads it last and
+        :meth:`loaded` marks it. The former preferred model's spare worker, kept only for
+        that, ends (on the owner loop: never blocks)."""
+        key = model_key(model_id) if model_id is not None else None
+        with self._lock:
+            former, self._preferred = self._preferred, key
+            slot = self._slots.get(former) if former is not None and former != key else None
+        if slot is not None and slot.kind.loads_at_start:
+            self._drops.put((model_key(slot.spec.id), slot.client, "no longer the default model"))
+            self._wake.set()
+
+    def hold(self, model_id: str, why: str) -> None:
+        """Keep requests for ``model_id`` waiting (up to their deadline, then 503 + Retry-
+        After) until :meth:`release_hold`, when it is not loaded: start-up work (the CPU
+        self-tune) comes before its load, which must not start with untuned properties."""
+        with self._lock:
+            self._holds[model_key(model_id)] = why
+            self._changed.notify_all()
+
+    def release_hold(self, model_id: str) -> None:
+        """Let requests held by :meth:`hold` go on (loading the model if they come first)."""
+        with self._lock:
+            self._holds.pop(model_key(model_id), None)
+            self._changed.notify_all()
+
     # ---- models ------------------------------------------------------------------------
 
-    def acquire(self, spec: ModelSpec, device: str | None, timeout: float | None = None) -> Any:
+    def acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None = None, *, tries: int = 2
+    ) -> EngineClient:
         """The client serving ``spec``, loading it in a new worker when needed (blocks).
 
         Waits up to ``timeout`` (default ``Settings.load_wait_seconds``) in all: for busy
         models to go idle when ``spec`` needs their room, then for the load. Returns the
         client whatever its state then (``ready``, ``error``, still ``loading``): the
-        caller says which. Typed ``Any`` for :class:`EngineLike` callers (it is an
-        :class:`EngineClient`). A worker closed while the request waited for its load
-        (the model unloaded meanwhile) is looked up again once, which loads the model
-        again: a request never fails for another's unload or eviction.
+        caller says which. A worker closed while the request waited for its load (the model
+        unloaded meanwhile) is looked up again, up to ``tries`` times in all, which loads
+        the model again: a request never fails for another's unload or eviction.
 
         Raises:
             NoRoom: ``spec`` does not fit beside models whose requests stayed in flight.
             EngineUnavailable: the scheduler is closing, or ``spec`` was unloaded again
                 while it loaded again (``stopped``, retry shortly).
         """
-        return self._acquire(spec, device, timeout, tries=2)
-
-    def _acquire(
-        self, spec: ModelSpec, device: str | None, timeout: float | None, tries: int
-    ) -> EngineClient:
-        """:meth:`acquire`, looking ``spec`` up at most ``tries`` times when its worker is
-        closed while the request waits for its load (blocks)."""
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
         device = device or self._settings.device
         estimate = self._estimate(spec)  # reads files once per model: before the lock
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         key = model_key(spec.id)
-        states: set[EngineState] = {READY, ERROR} if spec.task == "chat" else {IDLE, READY, ERROR}
+        states = kind_of(spec.task).serving_states
         for _ in range(tries):
             slot, victims, new = self._reserve(spec, device, estimate, deadline)
             for victim in victims:  # outside the lock: a worker takes a moment to exit
                 logger.info("evicting %s to make room for %s", victim.spec.id, spec.id)
                 victim.client.close()
-                self._unloads.record(victim.spec.id, "evicted", f"evicted for {spec.id}")
             if new:
                 # Taken meanwhile (unloaded, closing): _wait_served sees it left, and the
                 # next look-up loads it again or says the scheduler is closing.
@@ -308,15 +339,17 @@ class Scheduler:
         it evicts), waiting for busy models until ``deadline``; returns (slot, victims to
         close, whether it is new)."""
         key = model_key(spec.id)
+        kind = kind_of(spec.task)
         with self._changed:
             while True:
                 if self._closing:
                     raise EngineUnavailable("the engine is shutting down", STOPPED, None)
                 slot = self._slots.get(key)
-                if slot is None and key == self._default and self._expect_why is not None:
+                held = self._holds.get(key)
+                if slot is None and held is not None:
                     # Start-up work (the CPU self-tune) comes before this model's load: wait
-                    # for load() rather than load it now with untuned properties.
-                    message = f"{spec.id} loads once this is done: {self._expect_why}"
+                    # for it rather than load it now with untuned properties.
+                    message = f"{spec.id} loads once this is done: {held}"
                     self._wait_until(
                         deadline, EngineUnavailable(message, LOADING, RETRY_AFTER_SECONDS)
                     )
@@ -324,7 +357,7 @@ class Scheduler:
                 reload = False
                 if slot is not None:
                     slot.last_used = time.monotonic()
-                    if spec.task == "chat":
+                    if kind.loads_at_start:
                         status = slot.client.status()
                         # Unloaded (idle, keep_alive) with its spare worker kept, or failed:
                         # it loads again, so it needs its room again like a new model.
@@ -337,7 +370,7 @@ class Scheduler:
                 if victims is not None:
                     self._take(victims, f"evicted for {spec.id}")
                     if slot is not None:
-                        # Under the lock, so _drop_unloaded cannot end the worker meanwhile.
+                        # Under the lock, so a spare-worker drop cannot end it meanwhile.
                         slot.client.load(spec, device)
                         return slot, victims, False
                     slot = _Slot(spec, self._factory(self._settings), device, estimate)
@@ -355,12 +388,11 @@ class Scheduler:
                         del self._waiting[spec.id]
 
     def _take(self, victims: list[_Slot], why: str) -> None:
-        """Remove the slots of the models :meth:`_plan` evicts (lock held)."""
+        """Remove the slots of the models :meth:`_plan` evicts and record why (lock held:
+        the event is there before anyone sees the model gone)."""
         for victim in victims:
-            gone = model_key(victim.spec.id)
-            self._slots.pop(gone, None)
-            if gone == self._default:
-                self._default_gone = _DefaultGone("unloaded", why)
+            self._slots.pop(model_key(victim.spec.id), None)
+            self._unloads.record(victim.spec.id, "evicted", why)
 
     def _wait_until(self, deadline: float, timed_out: Exception) -> None:
         """Wait (holding ``_changed``) for a change, at most until ``deadline``; past it,
@@ -376,24 +408,31 @@ class Scheduler:
             slot = self._slots.get(model_key(model_id))
             if slot is None:
                 return None
-            if slot.spec.task == "chat" and slot.client.status().state != READY:
+            if slot.kind.loads_at_start and slot.client.status().state != READY:
                 return None
             slot.last_used = time.monotonic()
             return slot.client
 
+    def client(self, model_id: str) -> EngineClient | None:
+        """The client holding ``model_id``'s slot, whatever its state (loading, failed, a
+        spare worker), or None; for status views (never blocks)."""
+        with self._lock:
+            slot = self._slots.get(model_key(model_id))
+            return slot.client if slot is not None else None
+
     def loaded(self) -> list[LoadedModel]:
-        """Every model held by a worker, default first, then by id."""
+        """Every model held by a worker, the preferred (default) one first, then by id."""
         with self._lock:
             slots = list(self._slots.items())
-            default = self._default
+            preferred = self._preferred
         models = []
         for key, slot in slots:
             status = slot.client.status()
             state = status.state
-            if slot.spec.task == "chat" and status.model is None:
+            if slot.kind.loads_at_start and status.model is None:
                 continue  # the default model's spare worker after an unload: no model
-            if slot.spec.task != "chat" and state == IDLE:
-                state = READY  # an encoder's worker takes requests with no chat model
+            if not slot.kind.loads_at_start and state == IDLE:
+                state = READY  # its worker takes requests before the model loads
             memory, estimated = slot.cost_mb()
             models.append(
                 LoadedModel(
@@ -407,16 +446,16 @@ class Scheduler:
                     expires_at=self._expires_at(slot, status),
                     active_requests=status.active_requests,
                     worker_pid=status.worker_pid,
-                    default=key == default,
+                    default=key == preferred,
                 )
             )
         return sorted(models, key=lambda m: (not m.default, m.id.lower()))
 
     def _expires_at(self, slot: _Slot, status: EngineStatus) -> datetime | None:
-        """When ``slot``'s model unloads for being idle (None: never, or not loaded). A chat
-        model's own client times it (keep_alive); an encoder's is :meth:`_idle_encoders`,
-        counting from its last use (from now while it is busy)."""
-        if slot.spec.task == "chat":
+        """When ``slot``'s model unloads for being idle (None: never, or not loaded). A
+        client-timed model's own client times it (keep_alive); the others' is the owner
+        loop, counting from its last use (from now while it is busy)."""
+        if slot.kind.idle_timer == "client":
             return slot.client.expires_at() if status.state == READY else None
         seconds = self._settings.idle_unload_seconds
         if seconds < 0:
@@ -426,29 +465,25 @@ class Scheduler:
 
     def unload(
         self,
-        model_id: str | None = None,
+        model_id: str,
         reason: str = "unloaded",
         cause: UnloadReason = "requested",
     ) -> bool:
-        """Unload ``model_id`` (default: the default model) now by ending its worker; False
-        while it has a request in flight (nothing is cancelled) or when it is not loaded.
-        ``reason`` says why in words, ``cause`` in the typed :data:`UnloadReason` the
-        unload event carries (:meth:`recent_unloads`). Blocks while the worker exits (the
-        tray calls it off the GUI thread)."""
+        """Unload ``model_id`` now by ending its worker; False while it has a request in
+        flight (nothing is cancelled) or when it is not loaded. ``reason`` says why in
+        words, ``cause`` in the typed :data:`UnloadReason` the unload event carries
+        (:meth:`recent_unloads`). Blocks while the worker exits (call it off the GUI
+        thread and the event loop)."""
         with self._lock:
-            key = model_key(model_id) if model_id is not None else self._default
-            if key is None:
-                return False
+            key = model_key(model_id)
             slot = self._slots.get(key)
             if slot is None or not slot.client.close_if_idle():
                 return False
             del self._slots[key]
-            if key == self._default:
-                self._default_gone = _DefaultGone("unloaded", reason)
+            self._unloads.record(slot.spec.id, cause, reason)
             self._changed.notify_all()
         logger.info("unloading %s (%s)", slot.spec.id, reason)
         slot.client.close()
-        self._unloads.record(slot.spec.id, cause, reason)
         self._notify()
         return True
 
@@ -458,8 +493,8 @@ class Scheduler:
 
     def add_unload_listener(self, listener: Callable[[UnloadEvent], None]) -> Callable[[], None]:
         """Call ``listener`` each time a model goes away (idle, keep_alive 0, evicted, memory
-        pressure, battery, unloaded by hand, crashed), on the thread that saw it; it must
-        not block. Returns an undo."""
+        pressure, battery, unloaded by hand, crashed), on the thread that saw it (perhaps
+        under the scheduler's lock): it must not block nor call back in. Returns an undo."""
         return self._unloads.add_listener(listener)
 
     def active_requests(self) -> int:
@@ -470,26 +505,26 @@ class Scheduler:
 
     def idle_models(self) -> list[tuple[str, float]]:
         """The loaded models with no request in flight and no load under way, as (id,
-        seconds idle), the ones to unload first first: other models before the default one,
-        least recently used first (:mod:`engine.supervisor.pressure` picks from these). A
-        busy model's idle time restarts (it counts from the end of its requests, as the
-        encoders' janitor counts it)."""
+        seconds idle), the ones to unload first first: other models before the preferred
+        one, least recently used first (:mod:`engine.supervisor.pressure` picks from
+        these). A busy model's idle time restarts (it counts from the end of its requests,
+        as the owner loop counts it for encoders)."""
         now = time.monotonic()
         idle: list[tuple[bool, float, str]] = []
         with self._lock:
             for key, slot in self._slots.items():
                 if slot.busy():
                     slot.last_used = now
-                elif slot.spec.task != "chat" or slot.client.status().model is not None:
-                    idle.append((key == self._default, slot.last_used, slot.spec.id))
+                elif not slot.kind.loads_at_start or slot.client.status().model is not None:
+                    idle.append((key == self._preferred, slot.last_used, slot.spec.id))
         return [(model_id, now - used) for _, used, model_id in sorted(idle)]
 
     def loading(self) -> list[str]:
-        """Chat models whose worker is starting or loading them, by id (cheap: the tray
-        polls it to say "Loading <model>…" for any model, not only the default one; an
-        embedding model loads inside its first request)."""
+        """Models whose worker is starting or loading them, by id (cheap: the tray polls it
+        to say "Loading <model>…" for any model; one that loads on first use loads inside
+        its first request)."""
         with self._lock:
-            slots = [slot for slot in self._slots.values() if slot.spec.task == "chat"]
+            slots = [slot for slot in self._slots.values() if slot.kind.loads_at_start]
         statuses = [(slot.spec.id, slot.client.status()) for slot in slots]
         loading = (LOADING, STARTING, RESTARTING)
         return sorted(i for i, status in statuses if status.model and status.state in loading)
@@ -502,144 +537,6 @@ class Scheduler:
     def budget_mb(self) -> int:
         """The memory budget the models share (MB)."""
         return budget.budget_mb(self._settings)
-
-    # ---- the default model's view (the CLI, the desktop, /health) -----------------------
-
-    def load(self, spec: ModelSpec, device: str | None = None) -> None:
-        """Make ``spec`` the default model and load it (returns at once; a thread places
-        it, waiting for room like a request would). Other loaded models stay."""
-        key = model_key(spec.id)
-        with self._lock:
-            former = self._default
-            self._default, self._default_spec, self._default_gone = key, spec, None
-            self._pending.add(key)
-            self._expect_why = None
-            self._changed.notify_all()  # requests held by expect_load() may go on
-        self._notify()
-        threading.Thread(
-            target=self._place, args=(key, spec, device, former), name="engine-place", daemon=True
-        ).start()
-
-    def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
-        """Name ``spec`` the default model before :meth:`load` is called (it shows as
-        ``loading``, with ``why``).
-
-        For start-up work that must come first (the CPU self-tune): the resolver finds
-        ``spec`` in the status, so a request naming it meanwhile loads it or waits, never
-        404. ``device`` is where :meth:`load` will place it.
-        """
-        key = model_key(spec.id)
-        with self._lock:
-            self._default, self._default_spec, self._default_gone = key, spec, None
-            self._pending.add(key)
-            self._expect_why = why
-        logger.info("%s on %s: %s", spec.id, device, why)
-        self._notify()
-
-    def _place(self, key: str, spec: ModelSpec, device: str | None, former: str | None) -> None:
-        if former is not None and former != key:
-            self._drop_spare(former)  # kept only while its model was the default
-        with self._lock:
-            slot = self._slots.get(key)
-            moved = slot is not None and device is not None and slot.device != device
-        if moved and not self.unload(key, f"moving to {device}"):
-            logger.warning("%s has requests in flight: it stays where it is", spec.id)
-        wait = max(self._settings.load_wait_seconds, PLACE_WAIT_SECONDS)
-        try:
-            # One try: unloaded by hand while it loads, it stays unloaded (the user's word).
-            self._acquire(spec, device, wait, tries=1)
-        except (NoRoom, EngineUnavailable) as exc:
-            logger.error("could not load %s: %s", spec.id, exc)
-            with self._lock:
-                # An unload meanwhile already said why it has no worker: that stays.
-                if self._default == key and self._default_gone is None:
-                    self._default_gone = _DefaultGone("not_loaded", str(exc))
-        finally:
-            with self._lock:
-                self._pending.discard(key)
-                self._changed.notify_all()
-            self._notify()
-
-    def status(self) -> EngineStatus:
-        """The default model's status (its worker's), or what stands in for it."""
-        with self._lock:
-            slot = self._slots.get(self._default) if self._default else None
-            pending = self._default is not None and self._default in self._pending
-            spec, gone, started = self._default_spec, self._default_gone, self._started
-        if slot is not None:
-            return slot.client.status()
-        if pending and spec is not None:
-            why = self._expect_why or f"loading {spec.id}"
-            return EngineStatus(state=LOADING, model=spec, message=why)
-        if not started:
-            return EngineStatus(state=STOPPED)
-        if gone is not None and spec is not None:
-            if gone.how == "not_loaded":  # never loaded: not healthy, unlike an unload
-                message = f"could not load {spec.id}: {gone.reason}"
-                return EngineStatus(state=ERROR, model=spec, message=message)
-            message = f"{spec.id} was unloaded ({gone.reason})"
-            return EngineStatus(state=IDLE, message=message, unloaded=gone.reason)
-        return EngineStatus(state=IDLE)
-
-    def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
-        """Call ``listener`` with the default view's status on its changes (on whichever
-        thread made them; it must not block)."""
-        with self._lock:
-            self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
-
-    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
-        """Block until the default view's state is one of ``states`` (CLI and tests)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.status()
-            left = deadline - time.monotonic()
-            if status.state in states or left <= 0:
-                return status
-            with self._changed:
-                self._changed.wait(min(_POLL_SECONDS, left))
-
-    def submit(self, request: GenerationRequest) -> RequestStream:
-        """Queue a generation on the default model (the pipeline asks for a model's own
-        client instead: see :meth:`acquire`)."""
-        return self._default_client().submit(request)
-
-    def set_keep_alive(self, seconds: float) -> None:
-        """The default model's keep-alive (see :meth:`EngineClient.set_keep_alive`)."""
-        with contextlib.suppress(EngineUnavailable):
-            self._default_client().set_keep_alive(seconds)
-
-    def expires_at(self) -> datetime | None:
-        """When the default model unloads if idle (None: not loaded, or never)."""
-        try:
-            return self._default_client().expires_at()
-        except EngineUnavailable:
-            return None
-
-    def release(self, reason: str = "unloaded") -> bool:
-        """Unload the default model now; False while it has a request in flight."""
-        with self._lock:
-            key = self._default
-            present = key is not None and key in self._slots
-        if key is None or not present:
-            return True
-        return self.unload(key, reason)
-
-    def revive(self) -> bool:
-        """Start the default model's worker again after repeated crashes (see
-        :meth:`EngineClient.revive`)."""
-        try:
-            return self._default_client().revive()
-        except EngineUnavailable:
-            return False
-
-    def cpu_properties(self) -> dict[str, Any]:
-        """CPU properties a load uses (see :meth:`EngineClient.cpu_properties`)."""
-        return self._spare().cpu_properties()
-
-    def tune_cpu(self, model_dir: Path | None = None) -> None:
-        """Run the CPU self-tune (see :meth:`EngineClient.tune_cpu`; blocks seconds)."""
-        self._spare().tune_cpu(model_dir)
 
     async def embed(
         self, spec: ModelSpec, texts: list[str], device: str | None = None, truncate: bool = False
@@ -682,31 +579,60 @@ class Scheduler:
         client = await asyncio.to_thread(self.acquire, spec, device)
         return await run(client)
 
-    # ---- inside --------------------------------------------------------------------------
+    # ---- the owner loop ----------------------------------------------------------------
 
-    def _idle_encoders(self) -> None:
-        """Thread: unload embedding/rerank models unused for ``idle_unload_seconds``."""
-        seconds = self._settings.idle_unload_seconds
-        if seconds < 0:
-            return  # never unload for being idle
+    def _own(self) -> None:
+        """Thread ``engine-scheduler``: every unload nobody asked for, one at a time.
+
+        Ends the spare worker a client left after its own idle unload (unless it is the
+        preferred model's), the workers of encoders idle for ``idle_unload_seconds``, and
+        runs the memory-pressure / battery check every :attr:`PressureWatch.interval`.
+        """
+        next_check = time.monotonic() + self._pressure.interval
         while True:
-            with self._changed:
+            with self._lock:
                 if self._closing:
                     return
+            while True:
+                try:
+                    self._drop_unloaded(*self._drops.get_nowait())
+                except queue.Empty:
+                    break
+            wait = self._unload_idle_encoders()
+            if self._pressure.enabled:
                 now = time.monotonic()
-                due = []
-                for key, slot in self._slots.items():
-                    if slot.spec.task == "chat":
-                        continue  # its client's own idle timer (and keep_alive) handles it
-                    if slot.busy():
-                        slot.last_used = now  # idle counts from the end of its requests
-                    elif now - slot.last_used >= seconds:
-                        due.append(key)
-                if not due:
-                    self._changed.wait(min(max(seconds / 4, 0.2), 30.0))
+                if now >= next_check:
+                    next_check = now + self._pressure.interval
+                    try:
+                        self._pressure.check()
+                    except Exception:  # the loop must outlive one failed reading
+                        logger.exception("memory pressure check failed")
+                left = max(0.0, next_check - time.monotonic())
+                wait = left if wait is None else min(wait, left)
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _unload_idle_encoders(self) -> float | None:
+        """Unload the scheduler-timed models unused for ``idle_unload_seconds``; returns how
+        long the loop may sleep before looking again (None: no such timer)."""
+        seconds = self._settings.idle_unload_seconds
+        if seconds < 0:
+            return None  # never unload for being idle
+        with self._lock:
+            now = time.monotonic()
+            due = []
+            for key, slot in self._slots.items():
+                if slot.kind.idle_timer != "scheduler":
                     continue
-            for key in due:
-                self.unload(key, "idle", "idle")
+                if slot.busy():
+                    slot.last_used = now  # idle counts from the end of its requests
+                elif now - slot.last_used >= seconds:
+                    due.append(key)
+        for key in due:
+            self.unload(key, "idle", "idle")
+        return min(max(seconds / 4, 0.2), 30.0)
+
+    # ---- inside --------------------------------------------------------------------------
 
     def _plan(self, key: str, need_mb: int, device: str) -> list[_Slot] | None:
         """The idle models to evict so ``need_mb`` fits (LRU first) on ``device`` (a GPU's
@@ -745,7 +671,8 @@ class Scheduler:
         )
 
     def _start_client(self, key: str, slot: _Slot, device: str) -> None:
-        """Start the worker of a slot :meth:`_reserve` made (and load its chat model).
+        """Start the worker of a slot :meth:`_reserve` made (and load its model when its
+        kind loads at start).
 
         The worker starts under the lock, and only while the slot is still held:
         :meth:`close` or :meth:`unload` may have taken it while the evicted models were
@@ -754,8 +681,8 @@ class Scheduler:
         Raises:
             EngineUnavailable: the slot was closed or unloaded meanwhile.
         """
-        spec, client = slot.spec, slot.client
-        if spec.task == "chat" and device.startswith("CPU"):
+        spec, client, kind = slot.spec, slot.client, slot.kind
+        if kind.loads_on_cpu_tune and device.startswith("CPU"):
             # Before the lock: the first CPU load asks OpenVINO for the CPU's name (the
             # self-tune's key, kept by the client), which must not stall the tray's polls.
             client.cpu_properties()
@@ -769,7 +696,7 @@ class Scheduler:
             if loop is not None:
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                     loop.call_soon_threadsafe(client.read_on_loop)
-            if spec.task == "chat":  # under the lock: no request sees it without a model
+            if kind.loads_at_start:  # under the lock: no request sees it without a model
                 client.load(spec, device)
             slot.started = True
 
@@ -780,70 +707,40 @@ class Scheduler:
         self._unloads.note_status(client, model_id, status)  # left on its own, or crashed
         if status.unloaded is not None and status.model is None:
             # The client unloaded its model (idle, keep_alive 0) and started a spare
-            # worker: the model has left; end that spare worker off this thread.
-            threading.Thread(
-                target=self._drop_unloaded,
-                args=(key, client, status.unloaded),
-                name="engine-drop",
-                daemon=True,
-            ).start()
-        if key == self._default:
-            for listener in list(self._listeners):
-                try:
-                    listener(status)
-                except Exception:
-                    logger.exception("engine status listener failed")
+            # worker: the model has left; the owner loop ends that spare worker.
+            self._drops.put((key, client, status.unloaded))
+            self._wake.set()
+        for listener in list(self._listeners):
+            try:
+                listener(key, status)
+            except Exception:
+                logger.exception("scheduler listener failed")
 
     def _drop_unloaded(self, key: str, client: EngineClient, reason: str) -> None:
         """End the spare worker a client started after unloading its model, unless it is
-        the default model's: that one stays, as a lone client's would (``/health`` shows
-        it idle and healthy, and the next request loads the model in it)."""
+        the preferred model's: that one stays, as a lone client's would (``/health`` shows
+        it idle and healthy, and the next request loads the model in it). Owner loop."""
         with self._lock:
             slot = self._slots.get(key)
-            if slot is None or slot.client is not client or key == self._default:
+            if slot is None or slot.client is not client or key == self._preferred:
                 return
             status = client.status()
             if status.model is not None or not client.close_if_idle():
                 return  # loaded again meanwhile
             del self._slots[key]
-            if key == self._default:
-                self._default_gone = _DefaultGone("unloaded", reason)
             self._changed.notify_all()
+        logger.info("ending %s's spare worker (%s)", slot.spec.id, reason)
         client.close()
         self._notify()
 
-    def _drop_spare(self, key: str) -> None:
-        """End ``key``'s spare worker (no model) if it has one and is no longer the default:
-        :meth:`_drop_unloaded` kept it only because that model was the default."""
-        with self._lock:
-            slot = self._slots.get(key)
-        if slot is not None and slot.spec.task == "chat":
-            self._drop_unloaded(key, slot.client, "no longer the default model")
-
-    def _default_client(self) -> EngineClient:
-        with self._lock:
-            slot = self._slots.get(self._default) if self._default else None
-        if slot is None:
-            raise EngineUnavailable("no model is loaded", IDLE, None)
-        return slot.client
-
-    def _spare(self) -> EngineClient:
-        """A client for questions that need no worker (CPU properties, self-tune)."""
-        with self._lock:
-            if self._idle_client is None:
-                self._idle_client = self._factory(self._settings)
-            return self._idle_client
-
     def _notify(self) -> None:
+        """Wake waiting loads and tell the listeners models were placed or removed (no lock
+        held)."""
         with self._changed:
             self._changed.notify_all()
-        status = self.status()
-        for listener in list(self._listeners):
+            listeners = list(self._listeners)
+        for listener in listeners:
             try:
-                listener(status)
+                listener(None, None)
             except Exception:
-                logger.exception("engine status listener failed")
-
-
-Engine = EngineClient | Scheduler
-"""What the server and the desktop run on: the scheduler, or one client (older tests)."""
+                logger.exception("scheduler listener failed")

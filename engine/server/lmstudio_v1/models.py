@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -24,11 +23,8 @@ from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelDirectory, ModelInfo
 from engine.server.request_body import parse_body
-from engine.supervisor.scheduler import Scheduler
-from engine.supervisor.states import ERROR, IDLE, READY, STOPPED, EngineState, EngineStatus
+from engine.supervisor.states import READY, EngineStatus
 
-# How long an unload waits for the engine to report it before answering anyway.
-UNLOAD_WAIT_SECONDS = 10.0
 DOWNLOAD_HINT = (
     "Sidelight downloads models in the tray's model manager or with `sidelight pull`; "
     "GET /api/v1/models lists what is there"
@@ -44,13 +40,18 @@ class ModelLoader(Protocol):
     async def resolve_model(self, name: str) -> ModelSpec: ...
 
 
+class _Worker(Protocol):
+    def set_keep_alive(self, seconds: float) -> None: ...
+
+
 class EngineControl(Protocol):
-    """What unloading asks of the engine (the scheduler, or a lone client): unload the
-    default model (it may block while its worker exits: called on a thread)."""
+    """What unloading asks of the engine (:class:`engine.server.pipeline.EngineLike` has
+    it): a model's worker, and ending it by id (which blocks while the worker exits:
+    called on a thread)."""
 
-    def unload(self) -> object: ...
+    def running(self, model_id: str) -> _Worker | None: ...
 
-    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus: ...
+    def unload(self, model_id: str, reason: str = "unloaded") -> bool: ...
 
 
 class ModelServing:
@@ -105,20 +106,8 @@ class ModelServing:
         body = await parse_body(request, protocol.UnloadRequest)
         wanted = self._models.canonical(body.instance_id)
         default = _loaded(self._models.status())
-        other = None if wanted == default else self._models.engine.running(wanted)
-        if other is not None:  # not the default model: end its own worker
-            # By id through the scheduler: an embedding model's worker holds no chat model,
-            # so its client's own release() has nothing to unload and would keep it.
-            engine = self._engine
-            if isinstance(engine, Scheduler):
-                gone = await asyncio.to_thread(engine.unload, wanted, "unloaded")
-            else:
-                gone = await asyncio.to_thread(other.release, "unloaded")
-            if not gone:
-                other.set_keep_alive(0)  # busy: it goes once its requests end
-            return JSONResponse({"instance_id": wanted})
-        loaded = default
-        if loaded is None or wanted != loaded:
+        worker = self._engine.running(wanted)
+        if wanted != default and worker is None:
             raise APIError(
                 404,
                 f"instance_id: no loaded model instance '{_shown(body.instance_id)}'; "
@@ -126,9 +115,12 @@ class ModelServing:
                 param="instance_id",
                 code="model_not_found",
             )
-        await asyncio.to_thread(self._engine.unload)
-        await asyncio.to_thread(self._engine.wait_for, {IDLE, ERROR, STOPPED}, UNLOAD_WAIT_SECONDS)
-        return JSONResponse({"instance_id": loaded})
+        # By id through the scheduler: an embedding model's worker holds no chat model, so
+        # its client's own release() would have nothing to unload and would keep it.
+        gone = await asyncio.to_thread(self._engine.unload, wanted, "unloaded")
+        if not gone and worker is not None:
+            worker.set_keep_alive(0)  # busy: it goes once its requests end
+        return JSONResponse({"instance_id": wanted})
 
     async def download(self, request: Request) -> Response:
         raise APIError(501, f"downloading models over the API is not supported; {DOWNLOAD_HINT}")

@@ -20,9 +20,9 @@ from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
 from engine.server.ollama.serving_embed import EmbedServing
 from engine.server.ollama.serving_generate import GenerationServing
+from engine.server.pipeline.engine import Encoders
 from engine.server.request_body import parse_body
 from engine.server.streaming import ClientGone
-from engine.supervisor.scheduler import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _MANAGEMENT = {
 }
 
 
-def ollama_routes(serving: OllamaServing, engine: Engine) -> list[Route]:
+def ollama_routes(serving: OllamaServing, engine: Encoders) -> list[Route]:
     generation = GenerationServing(serving)
     embeddings = EmbedServing(serving, engine)
 

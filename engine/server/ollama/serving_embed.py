@@ -18,15 +18,14 @@ from engine.server.errors import APIError
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, log_ignored
-from engine.server.pipeline.engine import no_room, request_failed, unavailable
+from engine.server.pipeline.engine import Encoders, no_room, request_failed, unavailable
 from engine.server.request_body import parse_body
-from engine.supervisor.scheduler import Engine
 from engine.supervisor.states import EngineUnavailable, NoRoom, RequestFailed
 from engine.worker.messages import Embedded
 
 
 class EmbedServing:
-    def __init__(self, serving: OllamaServing, engine: Engine) -> None:
+    def __init__(self, serving: OllamaServing, engine: Encoders) -> None:
         self._serving = serving
         self._engine = engine  # embeddings do not go through the generation pipeline
 

@@ -16,10 +16,10 @@ from engine.server.openai.serving_completions import CompletionServing
 from engine.server.openai.serving_embeddings import EmbeddingServing
 from engine.server.openai.serving_models import ModelCards
 from engine.server.pipeline import Pipeline
-from engine.supervisor.scheduler import Engine
+from engine.server.pipeline.engine import Encoders
 
 
-def openai_routes(pipeline: Pipeline, engine: Engine) -> list[Route]:
+def openai_routes(pipeline: Pipeline, engine: Encoders) -> list[Route]:
     chat = ChatServing(pipeline)
     completions = CompletionServing(pipeline)
     embeddings = EmbeddingServing(pipeline.resolver, engine)

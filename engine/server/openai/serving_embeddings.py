@@ -11,16 +11,15 @@ from starlette.responses import JSONResponse, Response
 
 from engine.server.errors import APIError
 from engine.server.openai import protocol
-from engine.server.pipeline.engine import no_room, request_failed, unavailable
+from engine.server.pipeline.engine import Encoders, no_room, request_failed, unavailable
 from engine.server.pipeline.models import ModelResolver
 from engine.server.request_body import parse_body
 from engine.server.streaming import unless_disconnected
-from engine.supervisor.scheduler import Engine
 from engine.supervisor.states import EngineUnavailable, NoRoom, RequestFailed
 
 
 class EmbeddingServing:
-    def __init__(self, resolver: ModelResolver, engine: Engine) -> None:
+    def __init__(self, resolver: ModelResolver, engine: Encoders) -> None:
         self._resolver = resolver
         self._engine = engine
 

@@ -1,27 +1,34 @@
 """The engine as the pipeline sees it, and the engine's failures as :class:`APIError`.
 
-:class:`EngineLike` is the part of :class:`engine.supervisor.client.EngineClient` a generation needs;
-the unit tests put a scripted fake engine behind it (``tests/server/fake_engine.py``), the
-server and the desktop app the real client.
+:class:`EngineLike` is what a generation needs of the engine, :class:`ModelEngine` what it
+needs of one model's worker, :class:`Encoders` what embeddings and rerank need; the unit
+tests put a scripted fake engine behind them (``tests/server/fake_engine.py``), the server
+and the desktop app the runtime's :class:`engine.runtime.ServedEngine`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Protocol
 
 from engine.models import ModelSpec
 from engine.server.errors import APIError
 from engine.supervisor.states import (
-    EngineState,
     EngineStatus,
     EngineUnavailable,
     LoadedModel,
     NoRoom,
     RequestFailed,
 )
-from engine.worker.messages import Finished, GenerationRequest, RequestAccepted, TextDelta
+from engine.worker.messages import (
+    Embedded,
+    Finished,
+    GenerationRequest,
+    RequestAccepted,
+    Reranked,
+    TextDelta,
+)
 
 # How each refusal code of the worker reaches a client.
 _REJECT_STATUS: dict[str, int] = {
@@ -51,40 +58,11 @@ class EngineStream(Protocol):
         ...
 
 
-class EngineLike(Protocol):
-    """What the pipeline asks of the engine: the scheduler
-    (:class:`engine.supervisor.scheduler.Scheduler`, one worker per model) or one
-    :class:`engine.supervisor.client.EngineClient`. ``status``, ``submit``, ``set_keep_alive``, ... speak
-    of the default (or only) model; :meth:`acquire` and :meth:`running` give a model's own.
-    """
-
-    def acquire(
-        self, spec: ModelSpec, device: str | None, timeout: float | None = None
-    ) -> EngineLike:
-        """The engine serving ``spec``, loading it when needed and waiting (bounded: by
-        default ``Settings.load_wait_seconds``) for room and for the load; blocks (call it
-        on a worker thread).
-
-        Raises:
-            NoRoom: the memory budget stayed held by busy models for the whole wait.
-        """
-        ...
-
-    def running(self, model_id: str) -> EngineLike | None:
-        """The engine of ``model_id`` when it is loaded and ready (never blocks)."""
-        ...
-
-    def loaded(self) -> list[LoadedModel]:
-        """Every loaded (or loading) model."""
-        ...
+class ModelEngine(Protocol):
+    """One model's worker as the pipeline uses it
+    (:class:`engine.supervisor.client.EngineClient`)."""
 
     def status(self) -> EngineStatus: ...
-
-    def load(self, spec: ModelSpec, device: str | None = None) -> None: ...
-
-    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
-        """Block until the state is one of ``states`` (called on a worker thread)."""
-        ...
 
     def submit(self, request: GenerationRequest) -> EngineStream:
         """Queue a generation; raises :class:`EngineUnavailable` when no model is ready."""
@@ -101,6 +79,56 @@ class EngineLike(Protocol):
     def release(self, reason: str = "unloaded") -> bool:
         """Unload the model now, freeing its memory; False while a request runs."""
         ...
+
+
+class EngineLike(Protocol):
+    """What the pipeline asks of the engine: each model's worker, placed by the scheduler
+    (:class:`engine.supervisor.scheduler.Scheduler`), and the default model's status (the
+    one-model view of :class:`engine.runtime.DefaultModel`: new models load on its device,
+    listings name it first). Built by :class:`engine.runtime.ServedEngine`; unit tests put
+    a scripted fake behind it (``tests/server/fake_engine.py``).
+    """
+
+    def status(self) -> EngineStatus:
+        """The default model's status."""
+        ...
+
+    def acquire(
+        self, spec: ModelSpec, device: str | None, timeout: float | None = None
+    ) -> ModelEngine:
+        """The worker serving ``spec``, loading it when needed and waiting (bounded: by
+        default ``Settings.load_wait_seconds``) for room and for the load; blocks (call it
+        on a worker thread).
+
+        Raises:
+            NoRoom: the memory budget stayed held by busy models for the whole wait.
+        """
+        ...
+
+    def running(self, model_id: str) -> ModelEngine | None:
+        """The worker of ``model_id`` when it is loaded and ready (never blocks)."""
+        ...
+
+    def loaded(self) -> list[LoadedModel]:
+        """Every loaded (or loading) model."""
+        ...
+
+    def unload(self, model_id: str, reason: str = "unloaded") -> bool:
+        """End ``model_id``'s worker now; False while it has a request in flight or when it
+        is not loaded (blocks while the worker exits: call it on a thread)."""
+        ...
+
+
+class Encoders(Protocol):
+    """What the embedding and rerank endpoints ask of the engine (the scheduler)."""
+
+    async def embed(
+        self, spec: ModelSpec, texts: list[str], device: str | None = None, truncate: bool = False
+    ) -> Embedded: ...
+
+    async def rerank(
+        self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
+    ) -> Reranked: ...
 
 
 def request_failed(exc: RequestFailed, internal_code: str | None = None) -> APIError:

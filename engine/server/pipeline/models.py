@@ -16,7 +16,7 @@ from engine.models import ModelError, ModelSpec
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
-from engine.server.pipeline.engine import EngineLike, no_room, unavailable
+from engine.server.pipeline.engine import EngineLike, ModelEngine, no_room, unavailable
 from engine.store import ModelStore, StoreError
 from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, NoRoom
 
@@ -43,7 +43,7 @@ class ModelResolver:
         spec, _ = await self.chat_engine(name)
         return spec
 
-    async def chat_engine(self, name: str) -> tuple[ModelSpec, EngineLike]:
+    async def chat_engine(self, name: str) -> tuple[ModelSpec, ModelEngine]:
         """The spec to generate ``name`` with and the engine (worker) serving it, loading
         it from the store when needed. Other loaded models keep serving: the scheduler
         gives each model a worker of its own and never cancels a request to make room.

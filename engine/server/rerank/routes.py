@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
+from engine.server.pipeline.engine import Encoders
 from engine.server.pipeline.models import ModelResolver
 from engine.server.rerank.serving import RerankServing
-from engine.supervisor.scheduler import Engine
 
 
-def rerank_routes(resolver: ModelResolver, engine: Engine) -> list[Route]:
+def rerank_routes(resolver: ModelResolver, engine: Encoders) -> list[Route]:
     serving = RerankServing(resolver, engine)
     return [
         Route("/v1/rerank", serving.create, methods=["POST"]),

@@ -1,0 +1,83 @@
+"""``GET /health``: the default model's state, every loaded model, and why models left.
+
+It reads the engine through :class:`HealthSource` alone (the runtime's
+:class:`engine.runtime.ServedEngine` has it), so the route never asks which engine it runs
+on. 200 while the default model is ready, or unloaded on purpose (idle, ``keep_alive``:
+the next request loads it again); 503 otherwise, with Retry-After while it is on its way.
+
+Runs on the server's event loop; reviving a paused engine spawns a process, on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Protocol
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from engine.server.monitor.speculation import SpeculationStats
+from engine.supervisor.states import (
+    ERROR,
+    IDLE,
+    LOADING,
+    READY,
+    RESTARTING,
+    STARTING,
+    EngineStatus,
+    LoadedModel,
+)
+from engine.supervisor.unloads import UnloadEvent
+
+
+class HealthSource(Protocol):
+    """What ``/health`` reads: the default model's view and the scheduler's figures."""
+
+    def status(self) -> EngineStatus:
+        """The default model's status (the top-level fields)."""
+        ...
+
+    def revive(self) -> bool:
+        """Start the default model's worker again after repeated crashes (blocks)."""
+        ...
+
+    def expires_at(self) -> datetime | None:
+        """When the idle default model unloads (None: not loaded, or never)."""
+        ...
+
+    def loaded(self) -> list[LoadedModel]: ...
+
+    def budget_mb(self) -> int: ...
+
+    def waiting(self) -> list[str]: ...
+
+    def recent_unloads(self) -> list[UnloadEvent]: ...
+
+
+def health_routes(source: HealthSource, speculation: SpeculationStats) -> list[Route]:
+    """The ``/health`` route over ``source``; ``speculation``: accepted guesses per model."""
+
+    async def health(request: Request) -> Response:
+        if source.status().state == ERROR:
+            # Restarts paused after crashes resume when someone asks (spawning blocks).
+            await asyncio.to_thread(source.revive)
+        status = source.status()
+        body = status.to_dict()
+        body["speculation"] = speculation.to_dict()  # per model, since start
+        expires = source.expires_at() if status.state == READY else None
+        body["expires_at"] = expires.isoformat(timespec="seconds") if expires else None
+        # Every model a worker holds (the top-level fields speak of the default one).
+        body["models"] = [model.to_dict() for model in source.loaded()]
+        body["memory_budget_mb"] = source.budget_mb()
+        body["waiting_for_room"] = source.waiting()
+        # Why models went away lately (idle, keep_alive, evicted, pressure, crashed).
+        body["unloaded_models"] = [event.to_dict() for event in source.recent_unloads()]
+        if status.state == READY or (status.state == IDLE and status.unloaded):
+            # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
+            return JSONResponse(body)
+        headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
+        return JSONResponse(body, status_code=503, headers=headers)
+
+    return [Route("/health", health, methods=["GET"])]
