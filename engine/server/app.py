@@ -19,12 +19,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 
-from engine.server.anthropic.routes import anthropic_routes
+from engine.server.anthropic.routes import ANTHROPIC_ERRORS, anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.cross_site import CrossSiteGuard
 from engine.server.errors import (
     APIError,
+    ErrorShapes,
     handle_api_error,
     handle_disconnect,
     handle_http_exception,
@@ -33,10 +34,10 @@ from engine.server.errors import (
 from engine.server.health import HealthSource, health_routes
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
-from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
+from engine.server.lmstudio_v1.routes import LMSTUDIO_V1_ERRORS, lmstudio_v1_routes
 from engine.server.monitor.middleware import MonitorMiddleware
 from engine.server.monitor.routes import monitor_routes
-from engine.server.ollama.routes import ollama_routes
+from engine.server.ollama.routes import OLLAMA_ERRORS, ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
@@ -123,6 +124,8 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
             Exception: handle_unexpected,
         },
     )
+    # Each API's error shape for its paths, read by the handlers above and the middleware.
+    app.state.error_shapes = ErrorShapes([ANTHROPIC_ERRORS, LMSTUDIO_V1_ERRORS, OLLAMA_ERRORS])
     app.state.engine = engine
     app.state.settings = settings
     app.state.store = store

@@ -2,22 +2,25 @@
 
 Routes raise :class:`APIError`; the app's exception handlers turn it (and anything
 unexpected) into that body. No traceback ever leaves the server: unexpected errors are
-logged in full and answered with a short message. Paths of Anthropic's Messages API
-(``/v1/messages...``) and of LM Studio's REST API v1 (``/api/v1/...``) answer in their own
-shapes instead, whoever refuses the request.
+logged in full and answered with a short message.
+
+APIs whose clients expect another shape (Anthropic's ``/v1/messages``, LM Studio's
+``/api/v1``, Ollama's ``/api``) declare an :class:`ErrorShape` next to their routes; the app
+keeps them in an :class:`ErrorShapes` registry on ``app.state.error_shapes``, which the
+exception handlers and the middleware refusals (:func:`refusal`) read, so an error answers in
+the shape of the API its path belongs to, whoever raises it. This module knows no dialect.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
-
-from engine.server.anthropic.protocol import error_body as anthropic_error_body
-from engine.server.lmstudio_v1.protocol import error_body as lmstudio_v1_error_body
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,7 @@ class APIError(Exception):
 def error_body(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
+    """OpenAI's error body: the shape of every path no :class:`ErrorShape` claims."""
     return {
         "error": {
             "message": message,
@@ -86,30 +90,98 @@ def error_response(
     )
 
 
-def _is_anthropic_path(path: str) -> bool:
-    return path == "/v1/messages" or path.startswith("/v1/messages/")
+# ---- error shapes per API ----------------------------------------------------------------
 
 
-def _is_lmstudio_v1_path(path: str) -> bool:
-    return path.startswith("/api/v1/")
+class ErrorRenderer(Protocol):
+    """An API's error body for a status and message (``param`` and ``code`` when it has them)."""
+
+    def __call__(
+        self, status: int, message: str, *, param: str | None, code: str | None
+    ) -> dict[str, Any]: ...
 
 
-def _response(
-    path: str,
-    status: int,
-    message: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    if _is_anthropic_path(path):
-        body = anthropic_error_body(status, message)
+# Which errors a shape answers: all of them, or only the middleware's refusals before routing
+# (for an API whose routes answer their own errors, so the app's handlers keep OpenAI's shape).
+ErrorCoverage = Literal["every_error", "refusals"]
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """The error shape of one API's paths, declared by the API next to its routes.
+
+    Each of ``paths`` is an exact path (``"/v1/messages"``) or a prefix ending in ``/*``
+    (``"/v1/messages/*"``: every path below ``/v1/messages/``). The most specific pattern
+    matching a path wins: the longest, an exact path over a prefix of the same length.
+    """
+
+    paths: tuple[str, ...]
+    render: ErrorRenderer
+    covers: ErrorCoverage = "every_error"
+
+    def __post_init__(self) -> None:
+        for pattern in self.paths:
+            if not pattern.startswith("/") or "*" in pattern.removesuffix("/*"):
+                raise ValueError(f"{pattern!r}: an exact path or a prefix ending in '/*'")
+
+
+def _specificity(pattern: str, path: str) -> tuple[int, bool] | None:
+    """How specifically ``pattern`` matches ``path`` (bigger wins), or None when it does not."""
+    if pattern.endswith("/*"):
+        prefix = pattern[:-1]
+        return (len(prefix), False) if path.startswith(prefix) else None
+    return (len(pattern), True) if path == pattern else None
+
+
+class ErrorShapes:
+    """The registry of error shapes, path pattern -> renderer; OpenAI's shape by default.
+
+    Built once with the app (``app.state.error_shapes``) and never changed after, so the
+    event loop's handlers and middleware read it without locks.
+    """
+
+    def __init__(self, shapes: Iterable[ErrorShape] = ()) -> None:
+        self._shapes = tuple(shapes)
+        seen: set[str] = set()
+        for shape in self._shapes:
+            for pattern in shape.paths:
+                if pattern in seen:
+                    raise ValueError(f"two error shapes claim {pattern!r}")
+                seen.add(pattern)
+
+    def renderer(self, path: str, *, refusal: bool = False) -> ErrorRenderer:
+        """The renderer for an error on ``path``; ``refusal`` for a middleware's refusal."""
+        best: tuple[int, bool] | None = None
+        render: ErrorRenderer = error_body
+        for shape in self._shapes:
+            if shape.covers == "refusals" and not refusal:
+                continue
+            for pattern in shape.paths:
+                score = _specificity(pattern, path)
+                if score is not None and (best is None or score > best):
+                    best, render = score, shape.render
+        return render
+
+    def response(
+        self,
+        path: str,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+        refusal: bool = False,
+    ) -> JSONResponse:
+        """An error answer for ``path`` in the shape of the API it belongs to."""
+        body = self.renderer(path, refusal=refusal)(status, message, param=param, code=code)
         return JSONResponse(body, status_code=status, headers=headers)
-    if _is_lmstudio_v1_path(path):
-        body = lmstudio_v1_error_body(status, message, param=param, code=code)
-        return JSONResponse(body, status_code=status, headers=headers)
-    return error_response(status, message, param=param, code=code, headers=headers)
+
+
+def error_shapes(app: object) -> ErrorShapes:
+    """The app's registry (``app.state.error_shapes``); without one, OpenAI's shape for all."""
+    shapes = getattr(getattr(app, "state", None), "error_shapes", None)
+    return shapes if isinstance(shapes, ErrorShapes) else ErrorShapes()
 
 
 def refusal(
@@ -117,21 +189,25 @@ def refusal(
 ) -> JSONResponse:
     """A middleware's refusal, in the error shape of the API the path belongs to.
 
-    Ollama's and LM Studio v0's clients (paths under ``/api``, and Ollama's ``/``) show
-    ``{"error": "..."}`` as is; Anthropic's and LM Studio v1's paths get their shapes;
-    everything else OpenAI's.
+    The registry comes from the app Starlette puts in the scope before any middleware runs.
     """
     path = str(scope.get("path", ""))
-    if path in {"/", "/api"} or (path.startswith("/api/") and not _is_lmstudio_v1_path(path)):
-        return JSONResponse({"error": message}, status_code=status, headers=headers)
-    return _response(path, status, message, code=code, headers=headers)
+    shapes = error_shapes(scope.get("app"))
+    return shapes.response(path, status, message, code=code, headers=headers, refusal=True)
+
+
+# ---- the app's exception handlers --------------------------------------------------------
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    path = request.url.path
-    return _response(
-        path, exc.status, exc.message, param=exc.param, code=exc.code, headers=exc.headers
+    return error_shapes(request.app).response(
+        request.url.path,
+        exc.status,
+        exc.message,
+        param=exc.param,
+        code=exc.code,
+        headers=exc.headers,
     )
 
 
@@ -142,7 +218,8 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
         detail = f"no route for {request.method} {request.url.path}"
     elif status == 405:
         detail = f"method {request.method} is not allowed on {request.url.path}"
-    return _response(request.url.path, status, detail, headers=getattr(exc, "headers", None))
+    shapes = error_shapes(request.app)
+    return shapes.response(request.url.path, status, detail, headers=getattr(exc, "headers", None))
 
 
 async def handle_disconnect(request: Request, exc: Exception) -> Response:
@@ -157,7 +234,7 @@ async def handle_disconnect(request: Request, exc: Exception) -> Response:
 
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return _response(
+    return error_shapes(request.app).response(
         request.url.path,
         500,
         "internal server error; see the Sidelight log for details",

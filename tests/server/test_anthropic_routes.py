@@ -30,11 +30,12 @@ from engine.parsing import (
     ToolCallStart,
 )
 from engine.server.anthropic import render
-from engine.server.anthropic.routes import anthropic_routes
+from engine.server.anthropic.routes import ANTHROPIC_ERRORS, anthropic_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.errors import (
     APIError,
+    ErrorShapes,
     handle_api_error,
     handle_http_exception,
     handle_unexpected,
@@ -72,7 +73,7 @@ def build_app(pipeline: ScriptedPipeline, api_key: str | None = None) -> Starlet
     middleware = [Middleware(BodyLimitMiddleware, max_bytes=64 * 1024)]
     if api_key:
         middleware.append(Middleware(ApiKeyMiddleware, api_key=api_key))
-    return Starlette(
+    app = Starlette(
         routes=anthropic_routes(pipeline),
         middleware=middleware,
         exception_handlers={
@@ -81,6 +82,8 @@ def build_app(pipeline: ScriptedPipeline, api_key: str | None = None) -> Starlet
             Exception: handle_unexpected,
         },
     )
+    app.state.error_shapes = ErrorShapes([ANTHROPIC_ERRORS])
+    return app
 
 
 @pytest.fixture

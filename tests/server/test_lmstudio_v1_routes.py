@@ -23,12 +23,14 @@ from engine.models import spec_from_path
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.errors import (
     APIError,
+    ErrorShapes,
     handle_api_error,
     handle_http_exception,
     handle_unexpected,
 )
 from engine.server.lmstudio import lmstudio_routes
-from engine.server.lmstudio_v1.routes import lmstudio_v1_routes
+from engine.server.lmstudio_v1.routes import LMSTUDIO_V1_ERRORS, lmstudio_v1_routes
+from engine.server.ollama.routes import OLLAMA_ERRORS
 from engine.server.pipeline import Pipeline
 from engine.server.responses.store import ResponseStore
 from engine.store import ModelStore
@@ -49,7 +51,7 @@ def build_app(
 ) -> Starlette:
     pipeline = Pipeline(engine, store)
     middleware = [Middleware(ApiKeyMiddleware, api_key=api_key)] if api_key else []
-    return Starlette(
+    app = Starlette(
         routes=[
             *lmstudio_routes(pipeline.models),
             *lmstudio_v1_routes(pipeline, engine, ResponseStore(chats)),
@@ -61,6 +63,9 @@ def build_app(
             Exception: handle_unexpected,
         },
     )
+    # As in create_app: Ollama's shape covers the other /api paths (LM Studio's v0).
+    app.state.error_shapes = ErrorShapes([LMSTUDIO_V1_ERRORS, OLLAMA_ERRORS])
+    return app
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@
 as ``x-api-key`` or ``Authorization: Bearer``; ``anthropic-version`` and
 ``anthropic-beta`` are accepted whatever their value. Every error, including one raised
 by the pipeline (an unknown model is a 404, a prompt over the context a 400), is answered
-in Anthropic's shape ``{"type": "error", "error": {"type", "message"}}``.
+in Anthropic's shape ``{"type": "error", "error": {"type", "message"}}``; so is anything
+refused before these routes run (the middleware, a wrong method, an unexpected failure):
+:data:`ANTHROPIC_ERRORS` is the app's error shape for these paths.
 
 Runs on the server's event loop; the engine is reached only through the pipeline.
 """
@@ -25,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.server.anthropic import protocol, render, translate
-from engine.server.errors import APIError
+from engine.server.errors import APIError, ErrorShape
 from engine.server.json_body import read_json_object
 from engine.server.pipeline import GenerateRequest, Reply
 from engine.server.streaming import ClientGone, EventStreamResponse, unless_disconnected
@@ -43,6 +45,16 @@ class PipelineLike(Protocol):
     async def start(self, request: GenerateRequest) -> render.GenerationLike: ...
 
     async def collect(self, request: GenerateRequest) -> Reply: ...
+
+
+def _error_body(
+    status: int, message: str, *, param: str | None, code: str | None
+) -> dict[str, Any]:
+    """Anthropic's body names neither the field nor a code; its ``type`` follows the status."""
+    return protocol.error_body(status, message)
+
+
+ANTHROPIC_ERRORS = ErrorShape(("/v1/messages", "/v1/messages/*"), _error_body)
 
 
 def anthropic_routes(pipeline: PipelineLike) -> list[Route]:

@@ -6,7 +6,8 @@ in LM Studio: with ``store`` (the default) the conversation is kept, written bef
 client learns the reply is complete, and its ``response_id`` continues it through
 ``previous_response_id``. Every error, including one raised by the pipeline (an unknown
 model is a 404, a prompt over the context a 400), is answered in LM Studio's shape
-(:func:`protocol.error_body`).
+(:func:`protocol.error_body`); so is anything refused before these routes run (the
+middleware, an unexpected failure): :data:`LMSTUDIO_V1_ERRORS` is the app's error shape here.
 
 Register these before the Ollama routes, whose last route catches every other ``/api`` path;
 the last route here answers other ``/api/v1`` paths (404) and methods (405) in this shape.
@@ -27,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server.errors import APIError
+from engine.server.errors import APIError, ErrorShape
 from engine.server.lmstudio_v1 import protocol, translate
 from engine.server.lmstudio_v1.models import EngineControl, ModelLoader, ModelServing
 from engine.server.lmstudio_v1.render import ChatRenderer, GenerationLike, chat_end
@@ -42,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 _ANY_METHOD = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+
+# Paths below /api/v1/ only: /api/v1 itself falls to Ollama's /api, as its route does.
+LMSTUDIO_V1_ERRORS = ErrorShape(("/api/v1/*",), protocol.error_body)
 
 
 class ChatPipeline(ModelLoader, Protocol):

@@ -2,7 +2,9 @@
 
 Errors on ``/api`` use Ollama's shape, ``{"error": "..."}``, which its clients show to the
 user as is. The last route catches every other ``/api`` path so those errors keep that
-shape too; register these routes after any other ``/api/...`` routes.
+shape too; register these routes after any other ``/api/...`` routes. The middleware's
+refusals on ``/``, ``/api`` and below (LM Studio's v0 included) take the same shape through
+:data:`OLLAMA_ERRORS`.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from engine.server.errors import APIError
+from engine.server.errors import APIError, ErrorShape
 from engine.server.ollama import protocol
 from engine.server.ollama.serving import OllamaServing, unsupported
 from engine.server.ollama.serving_embed import EmbedServing
@@ -28,6 +31,18 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 _ANY_METHOD = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+
+
+def _error_body(
+    status: int, message: str, *, param: str | None, code: str | None
+) -> dict[str, Any]:
+    """``{"error": "..."}``: Ollama's clients show the string as is."""
+    return {"error": message}
+
+
+# Refusals only: the routes answer their own errors (_ollama_errors), and what the app's
+# handlers answer under /api (a wrong method, a crash, /api/sidelight's routes) is OpenAI's.
+OLLAMA_ERRORS = ErrorShape(("/", "/api", "/api/*"), _error_body, covers="refusals")
 
 # Model management that Ollama does through its API; Sidelight does it in the tray and CLI.
 _MANAGEMENT = {
