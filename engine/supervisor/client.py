@@ -2,16 +2,20 @@
 
 It starts the worker, sends it commands and turns its events into per-request async
 streams (:class:`engine.supervisor.streams.RequestStream`). The work is split by concern
-into layers, one module each (see :mod:`engine.supervisor.core`): the worker process and
-its pipe (``handle``), event routing (``routing``), liveness and restarts (``watchdog``),
-idle unload (``keepalive``). This module is the public face: start/close, load, submit,
-embed, rerank, cancel. :class:`engine.supervisor.scheduler.Scheduler` holds one client per
-loaded model.
+into composed parts, one module each, that share one
+:class:`~engine.supervisor.core.ClientState` (one lock; see :mod:`engine.supervisor.core`):
+event routing (``routing.Router``), the worker process and its pipe
+(``handle.WorkerHandle``), liveness and restarts (``watchdog.Watchdog``), idle unload
+(``keepalive.KeepAlive``). This class builds them, wires them together and is the public
+face: start/close, load, submit, embed, rerank, cancel here; the status, reading, revive and
+keep-alive methods delegate to the part that owns them.
+:class:`engine.supervisor.scheduler.Scheduler` holds one client per loaded model.
 
 Threading: public methods are safe to call from any thread, except the two reading
 hand-over methods (:meth:`read_on_loop`, :meth:`read_on_thread`), which run on the loop
 concerned. Status listeners run on whichever thread changed the state (usually the one
 reading the pipe) and must not block (the desktop shell re-emits them as Qt signals).
+The lock rules are the state's: its one lock first, the send lock after it or alone.
 """
 
 from __future__ import annotations
@@ -20,16 +24,20 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from engine import cpu_tune
 from engine.models import ModelSpec
 from engine.resources import demo_model_path
-from engine.supervisor.core import keep_alive_default
+from engine.settings import Settings
+from engine.supervisor.core import ClientState
+from engine.supervisor.handle import WorkerHandle
 from engine.supervisor.keepalive import KeepAlive
+from engine.supervisor.routing import Router
 from engine.supervisor.states import (
     ERROR,
     IDLE,
@@ -38,11 +46,14 @@ from engine.supervisor.states import (
     RESTARTING,
     STARTING,
     STOPPED,
+    EngineState,
+    EngineStatus,
     EngineUnavailable,
     LoadedModel,
     RequestFailed,
 )
 from engine.supervisor.streams import RequestStream, unsendable, unsendable_text
+from engine.supervisor.watchdog import Watchdog
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -66,51 +77,142 @@ logger = logging.getLogger(__name__)
 _Answer = TypeVar("_Answer", Embedded, Reranked)  # the one event a one-shot request ends with
 
 
-class EngineClient(KeepAlive):
+class EngineClient:
     """Starts, feeds and supervises the engine worker process."""
+
+    def __init__(self, settings: Settings, *, backend: str = "auto") -> None:
+        self._settings = settings
+        self._backend = backend
+        self._machine_key: str | None = None  # CPU name | OpenVINO version, for the self-tune
+        # The parts, each given the shared state and the parts it calls (core's docstring).
+        self._state = ClientState(settings)
+        self._router = Router(self._state)
+        self._handle = WorkerHandle(self._state, self._router)
+        self._watchdog = Watchdog(self._state, self._router, self._handle)
+        self._handle.on_exit = self._watchdog.on_worker_exit  # the restart policy decides
+        self._keepalive = KeepAlive(self._state, self._handle)
+
+    # ---- status ------------------------------------------------------------------------
+
+    def status(self) -> EngineStatus:
+        """The engine's status now, with the in-flight request count (any thread)."""
+        return self._state.snapshot()
+
+    def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the reader thread) on every state change; returns an undo."""
+        return self._state.add_listener(listener)
+
+    def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
+        """Block until the state is one of ``states`` (for the CLI and tests)."""
+        return self._state.wait_for(states, timeout)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
         """Spawn the worker process (returns at once; state goes to ``idle``)."""
-        with self._lock:
-            if self._process is not None:
+        with self._state.lock:
+            if self._state.process is not None:
                 return
-            self._closing = False
-            self._spawn()
-            self._start_idle_timer()
-            self._start_watchdog()
+            self._state.closing = False
+            self._handle.spawn()
+            self._keepalive.start_timer()
+            self._watchdog.start()
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the worker; in-flight requests end with an error."""
-        with self._lock:
-            self._closing = True
-            process, conn, reader = self._process, self._conn, self._reader
-            watchdog, self._watchdog = self._watchdog, None
-        self._watch_stop.set()
-        if watchdog is not None and watchdog is not threading.current_thread():
-            watchdog.join(timeout)
+        shared = self._state
+        with shared.lock:
+            shared.closing = True
+            process, conn, reader = shared.process, shared.conn, self._handle.reader
+            watchdog = self._watchdog.take_thread()
+        self._watchdog.stop(watchdog, timeout)
         if process is None:
-            with self._lock:
-                self._paused = False
-                self._fail_all("the engine was shut down")
-                self._set(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
+            with shared.lock:
+                self._watchdog.unpause()
+                self._router.fail_all("the engine was shut down")
+                shared.update(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
             return
         with contextlib.suppress(OSError):
-            self._send(Shutdown())
+            shared.send(Shutdown())
         process.join(timeout)
         if process.is_alive():
             process.kill()
             process.join(timeout)
-        self._detach_for_close(conn)
+        self._handle.detach_for_close(conn)
         if conn is not None:
             conn.close()
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout)
-        with self._lock:
-            self._process = self._conn = self._reader = None
-            self._fail_all("the engine was shut down")
-            self._set(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
+        with shared.lock:
+            shared.process = shared.conn = self._handle.reader = None
+            self._router.fail_all("the engine was shut down")
+            shared.update(state=STOPPED, worker_pid=None, model=None, device=None, backend=None)
+
+    def revive(self) -> bool:
+        """Start a worker again if restarts were paused after repeated crashes (any thread).
+
+        /health, the next request and :meth:`load` call this, so a crash budget only ever
+        pauses restarts. Returns True when a new worker (and the last model) is on its way.
+        """
+        return self._watchdog.revive()
+
+    # ---- reading the worker's pipe -----------------------------------------------------
+
+    @property
+    def reads_on(self) -> Literal["loop", "thread"]:
+        """Who reads the worker pipe now: ``"loop"``, or ``"thread"`` (also mid-hand-over)."""
+        return self._handle.reads_on
+
+    def read_on_loop(self) -> None:
+        """Read worker events on the running event loop from now on (call on that loop).
+
+        A server calls this when it starts so tokens reach its streams without a thread
+        hop. The reader thread finishes what it has read and stops at a :class:`Pong`, so no
+        event is lost or reordered. Does nothing where the loop cannot watch the pipe.
+        """
+        self._handle.read_on_loop()
+
+    def read_on_thread(self) -> None:
+        """Give reading back to a reader thread (call on the reading loop before it stops)."""
+        self._handle.read_on_thread()
+
+    # ---- keep-alive and eviction -------------------------------------------------------
+
+    def close_if_idle(self) -> bool:
+        """Refuse new requests from now on if none is in flight (then :meth:`close` it);
+        False while a request runs. Atomic with :meth:`submit`: the scheduler evicts a model
+        this way and so never cancels a running request. Any thread."""
+        return self._keepalive.close_if_idle()
+
+    def reopen(self) -> None:
+        """Take requests again after :meth:`close_if_idle` when the close did not happen
+        (the scheduler's eviction plan fell through). Any thread."""
+        self._keepalive.reopen()
+
+    def release(self, reason: str = "unloaded") -> bool:
+        """Unload the model by ending its worker process, which returns all of its memory.
+
+        An unload inside the worker frees only ~8-30 MB (docs/benchmarks.md, "Model
+        lifecycle"): OpenVINO and the allocator keep the rest. Refused (returns False) while
+        a request is in flight: a running request is never cancelled to free memory. A fresh
+        worker with no model is started at once (state ``idle``); the next request for the
+        model loads it again. Any thread.
+        """
+        return self._keepalive.release(reason)
+
+    def set_keep_alive(self, seconds: float) -> None:
+        """How long the loaded model stays loaded once idle, from now on (any thread).
+
+        Ollama's ``keep_alive`` / LM Studio's ``ttl`` of the latest request: seconds,
+        ``math.inf`` for forever, 0 to unload as soon as no request is in flight. Loading
+        another model resets it to ``Settings.idle_unload_seconds``.
+        """
+        self._keepalive.set_keep_alive(seconds)
+
+    def expires_at(self) -> datetime | None:
+        """When the loaded model will be unloaded if no request comes (UTC), or None when
+        nothing is loaded or it stays loaded forever. While requests run: now + keep_alive."""
+        return self._keepalive.expires_at()
 
     # ---- models ------------------------------------------------------------------------
 
@@ -135,13 +237,12 @@ class EngineClient(KeepAlive):
             else None,
             speculative_tokens=self._settings.speculative_tokens,
         )
-        with self._lock:
-            self._revive()  # a model switch is a fresh start after crashes, too
-            self._wanted = command
-            self._crashes.clear()
-            self._keep_alive = keep_alive_default(self._settings)
-            self._idle_since = None
-            self._set(
+        with self._state.lock:
+            self._watchdog.revive_locked()  # a model switch is a fresh start after crashes, too
+            self._state.wanted = command
+            self._watchdog.fresh_start()
+            self._keepalive.reset()
+            self._state.update(
                 state=LOADING,
                 model=spec,
                 device=device,
@@ -149,7 +250,7 @@ class EngineClient(KeepAlive):
                 unloaded=None,
                 cpu_properties=dict(properties) if device.startswith("CPU") else None,
             )
-        self._send(command)
+        self._state.send(command)
 
     def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
         """Say ``spec`` is on its way before :meth:`load` is called (state -> ``loading``).
@@ -158,8 +259,8 @@ class EngineClient(KeepAlive):
         ``spec`` meanwhile wait for it or get 503 + Retry-After, never 404 (the server's
         resolver finds it in the status). Sends nothing to the worker.
         """
-        with self._lock:
-            self._set(state=LOADING, model=spec, device=device, message=why)
+        with self._state.lock:
+            self._state.update(state=LOADING, model=spec, device=device, message=why)
 
     def cpu_properties(self) -> dict[str, Any]:
         """CPU properties to load with: explicit settings over the cached self-tune choice.
@@ -212,6 +313,143 @@ class EngineClient(KeepAlive):
         except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
             logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
+    def unload(self) -> None:
+        """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
+        with self._state.lock:
+            self._state.wanted = None
+        self._state.send(UnloadModel())
+
+    # ---- requests ----------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> RequestStream:
+        """Queue a generation (its ``request_id`` is assigned here); iterate the returned
+        stream on the calling loop.
+
+        Raises:
+            EngineUnavailable: no model is ready (the message says why and for how long).
+        """
+        loop = asyncio.get_running_loop()
+        with self._state.lock:
+            self._check_ready()
+            request_id = next(self._state.ids)
+            stream = RequestStream(self, request_id, loop)
+            self._state.streams[request_id] = stream
+            if request.keep_alive is not None:  # applies once this request has ended
+                self._keepalive.keep_after_request(request.keep_alive)
+        request = replace(request, request_id=request_id, keep_alive=None)
+        try:
+            self._state.send(Submit(request))
+        except OSError as exc:
+            self._router.forget(request_id)
+            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        except Exception as exc:  # it did not pickle (nothing was sent): refuse it alone
+            self._router.forget(request_id)
+            param, message = unsendable(request, exc)
+            stream._put_all([RequestRejected(request_id, "invalid_request", message, param)])
+        return stream
+
+    async def embed(
+        self, spec: ModelSpec, texts: list[str], device: str | None = None, truncate: bool = False
+    ) -> Embedded:
+        """Embed ``texts`` with the embedding model ``spec`` (loaded beside the chat model).
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: the model could not be loaded or run.
+        """
+        device = device or self._settings.device
+        return await self._one_shot(
+            lambda rid: Embed(rid, spec, device, tuple(texts), truncate), "input", Embedded
+        )
+
+    async def rerank(
+        self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
+    ) -> Reranked:
+        """Score ``documents`` against ``query`` with the reranker ``spec`` (loaded beside
+        the chat model); the scores come in the documents' order.
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: a pair is too long for the model (``invalid_request`` naming
+                ``documents.N`` or ``query``), or the model could not be loaded or run.
+        """
+        device = device or self._settings.device
+        return await self._one_shot(
+            lambda rid: Rerank(rid, spec, device, query, tuple(documents)), "documents", Reranked
+        )
+
+    async def _one_shot(
+        self, command: Callable[[int], Command], param: str, answer: type[_Answer]
+    ) -> _Answer:
+        """Send the command built for a new request id and wait for its one ``answer``.
+
+        The worker may run it beside a chat model (embeddings, reranking): it needs a
+        running worker, not a loaded model. A caller that gives up (a client disconnected)
+        cancels it in the worker.
+        """
+        loop = asyncio.get_running_loop()
+        shared = self._state
+        with shared.lock:
+            self._watchdog.revive_locked()
+            if shared.closing:  # unloaded or evicted (close_if_idle): the scheduler retries
+                raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
+            if shared.process is None or shared.status.state == STOPPED:
+                raise EngineUnavailable("the engine is not running", shared.status.state, None)
+            request_id = next(shared.ids)
+            stream = RequestStream(self, request_id, loop)
+            shared.streams[request_id] = stream
+        try:
+            self._state.send(command(request_id))
+        except OSError as exc:
+            self._router.forget(request_id)
+            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
+        except Exception as exc:  # it did not pickle (nothing was sent)
+            self._router.forget(request_id)
+            raise RequestFailed("invalid_request", unsendable_text(exc, param), param) from exc
+        event: Event | None = None
+        try:
+            event = await stream.next_event()
+        finally:
+            self._router.forget(request_id)
+            if event is None:  # the caller gave up (a client disconnected): stop the batch
+                with contextlib.suppress(OSError):
+                    self._state.send(Cancel(request_id))
+        if isinstance(event, answer):
+            return event
+        if isinstance(event, RequestRejected):
+            raise RequestFailed(event.code, event.message, event.param)
+        raise RequestFailed("internal", f"unexpected engine event {event!r}")
+
+    def cancel(self, request_id: int) -> None:
+        """Stop a request in the worker (any thread; its stream calls this too)."""
+        with self._state.lock:
+            if request_id not in self._state.streams:
+                return
+        # If the worker is gone, its death handler ends the stream.
+        with contextlib.suppress(OSError):
+            self._state.send(Cancel(request_id))
+
+    def _check_ready(self) -> None:
+        """Raise unless a submitted generation can run now (lock held)."""
+        if self._state.closing:
+            raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
+        if self._watchdog.revive_locked():
+            raise EngineUnavailable(
+                "the engine is restarting after repeated crashes; retry shortly", RESTARTING, 2
+            )
+        status = self._state.status
+        state = status.state
+        if state == READY:
+            return
+        if state in (LOADING, STARTING, RESTARTING):
+            model = status.model.id if status.model else "the model"
+            raise EngineUnavailable(f"{model} is {state}; retry shortly", state, 2)
+        if state == ERROR:
+            raise EngineUnavailable(f"the engine failed: {status.message}", state, None)
+        raise EngineUnavailable("no model is loaded", state, None)
+
+    # ---- the one-model view (the scheduler's default-model facade uses these) ----------
+
     def acquire(
         self, spec: ModelSpec, device: str | None, timeout: float | None = None
     ) -> EngineClient:
@@ -257,134 +495,3 @@ class EngineClient(KeepAlive):
                 default=True,
             )
         ]
-
-    def unload(self) -> None:
-        """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
-        with self._lock:
-            self._wanted = None
-        self._send(UnloadModel())
-
-    # ---- requests ----------------------------------------------------------------------
-
-    def submit(self, request: GenerationRequest) -> RequestStream:
-        """Queue a generation (its ``request_id`` is assigned here); iterate the returned
-        stream on the calling loop.
-
-        Raises:
-            EngineUnavailable: no model is ready (the message says why and for how long).
-        """
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            self._check_ready()
-            request_id = next(self._ids)
-            stream = RequestStream(self, request_id, loop)
-            self._streams[request_id] = stream
-            if request.keep_alive is not None:  # applies once this request has ended
-                self._keep_alive = max(0.0, request.keep_alive)
-        request = replace(request, request_id=request_id, keep_alive=None)
-        try:
-            self._send(Submit(request))
-        except OSError as exc:
-            self._forget(request_id)
-            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
-        except Exception as exc:  # it did not pickle (nothing was sent): refuse it alone
-            self._forget(request_id)
-            param, message = unsendable(request, exc)
-            stream._put_all([RequestRejected(request_id, "invalid_request", message, param)])
-        return stream
-
-    async def embed(
-        self, spec: ModelSpec, texts: list[str], device: str | None = None, truncate: bool = False
-    ) -> Embedded:
-        """Embed ``texts`` with the embedding model ``spec`` (loaded beside the chat model).
-
-        Raises:
-            EngineUnavailable: the worker is not running.
-            RequestFailed: the model could not be loaded or run.
-        """
-        device = device or self._settings.device
-        return await self._one_shot(
-            lambda rid: Embed(rid, spec, device, tuple(texts), truncate), "input", Embedded
-        )
-
-    async def rerank(
-        self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
-    ) -> Reranked:
-        """Score ``documents`` against ``query`` with the reranker ``spec`` (loaded beside
-        the chat model); the scores come in the documents' order.
-
-        Raises:
-            EngineUnavailable: the worker is not running.
-            RequestFailed: a pair is too long for the model (``invalid_request`` naming
-                ``documents.N`` or ``query``), or the model could not be loaded or run.
-        """
-        device = device or self._settings.device
-        return await self._one_shot(
-            lambda rid: Rerank(rid, spec, device, query, tuple(documents)), "documents", Reranked
-        )
-
-    async def _one_shot(
-        self, command: Callable[[int], Command], param: str, answer: type[_Answer]
-    ) -> _Answer:
-        """Send the command built for a new request id and wait for its one ``answer``.
-
-        The worker may run it beside a chat model (embeddings, reranking): it needs a
-        running worker, not a loaded model. A caller that gives up (a client disconnected)
-        cancels it in the worker.
-        """
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            self._revive()
-            if self._closing:  # unloaded or evicted (close_if_idle): the scheduler retries
-                raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
-            if self._process is None or self._status.state == STOPPED:
-                raise EngineUnavailable("the engine is not running", self._status.state, None)
-            request_id = next(self._ids)
-            stream = RequestStream(self, request_id, loop)
-            self._streams[request_id] = stream
-        try:
-            self._send(command(request_id))
-        except OSError as exc:
-            self._forget(request_id)
-            raise EngineUnavailable("the engine is restarting", RESTARTING, 2) from exc
-        except Exception as exc:  # it did not pickle (nothing was sent)
-            self._forget(request_id)
-            raise RequestFailed("invalid_request", unsendable_text(exc, param), param) from exc
-        event: Event | None = None
-        try:
-            event = await stream.next_event()
-        finally:
-            self._forget(request_id)
-            if event is None:  # the caller gave up (a client disconnected): stop the batch
-                with contextlib.suppress(OSError):
-                    self._send(Cancel(request_id))
-        if isinstance(event, answer):
-            return event
-        if isinstance(event, RequestRejected):
-            raise RequestFailed(event.code, event.message, event.param)
-        raise RequestFailed("internal", f"unexpected engine event {event!r}")
-
-    def cancel(self, request_id: int) -> None:
-        with self._lock:
-            if request_id not in self._streams:
-                return
-        # If the worker is gone, its death handler ends the stream.
-        with contextlib.suppress(OSError):
-            self._send(Cancel(request_id))
-
-    def _check_ready(self) -> None:
-        if self._closing:
-            raise EngineUnavailable("the model was unloaded; retry", STOPPED, 1)
-        if self._revive():
-            raise EngineUnavailable(
-                "the engine is restarting after repeated crashes; retry shortly", RESTARTING, 2
-            )
-        state = self._status.state
-        if state == READY:
-            return
-        if state in (LOADING, STARTING, RESTARTING):
-            model = self._status.model.id if self._status.model else "the model"
-            raise EngineUnavailable(f"{model} is {state}; retry shortly", state, 2)
-        if state == ERROR:
-            raise EngineUnavailable(f"the engine failed: {self._status.message}", state, None)
-        raise EngineUnavailable("no model is loaded", state, None)

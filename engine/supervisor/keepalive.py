@@ -7,8 +7,15 @@ lifecycle"): OpenVINO and the allocator keep the rest. So an idle model's worker
 cancelled to free memory: :meth:`KeepAlive.release` and :meth:`KeepAlive.close_if_idle`
 refuse while one is in flight (the scheduler evicts through the latter, atomic with submit).
 
-Threading: the ``engine-idle`` thread waits on ``_changed`` (so under ``_lock``) for the
-keep-alive to run out; every public method here is safe on any thread.
+A part of the engine client (see :mod:`engine.supervisor.core`): it receives the shared
+state (whose ``idle_since`` the router sets when the last request ends) and the
+:class:`~engine.supervisor.handle.WorkerHandle` that spawns the fresh worker and reaps the
+retired one.
+
+Threading: the ``engine-idle`` thread waits on the state's ``changed`` (so under its lock)
+for the keep-alive to run out; a retired worker is reaped on an ``engine-retire`` thread;
+every public method here is safe on any thread. The state's lock guards this part's own
+attributes (the keep-alive, the idle thread).
 """
 
 from __future__ import annotations
@@ -20,18 +27,26 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from engine.supervisor.core import keep_alive_default
+from engine.supervisor.core import ClientState, keep_alive_default
+from engine.supervisor.handle import WorkerHandle
 from engine.supervisor.states import READY
-from engine.supervisor.watchdog import Watchdog
 from engine.worker.messages import Shutdown
 
 logger = logging.getLogger(__name__)
 
 
-class KeepAlive(Watchdog):
+class KeepAlive:
     """Ends an idle model's worker after its keep-alive; release and close_if_idle."""
 
-    def _start_idle_timer(self) -> None:
+    def __init__(self, state: ClientState, handle: WorkerHandle) -> None:
+        self._state = state
+        self._handle = handle
+        # How long the loaded model stays loaded once idle (seconds; inf: forever; a
+        # request's keep_alive sets it for the loaded model), and the idle timer's thread.
+        self._keep_alive = keep_alive_default(state.settings)
+        self._idle_thread: threading.Thread | None = None
+
+    def start_timer(self) -> None:
         """Start the ``engine-idle`` thread unless it runs (lock held)."""
         if self._idle_thread is None or not self._idle_thread.is_alive():
             self._idle_thread = threading.Thread(
@@ -39,78 +54,78 @@ class KeepAlive(Watchdog):
             )
             self._idle_thread.start()
 
+    def reset(self) -> None:
+        """A new model: the default keep-alive, the idle clock stopped (lock held)."""
+        self._keep_alive = keep_alive_default(self._state.settings)
+        self._state.idle_since = None
+
+    def keep_after_request(self, seconds: float) -> None:
+        """A request's keep_alive, applied once it has ended (lock held, by submit)."""
+        self._keep_alive = max(0.0, seconds)
+
     def close_if_idle(self) -> bool:
-        """Refuse new requests from now on if none is in flight (then :meth:`close` it);
-        False while a request runs. Atomic with :meth:`submit`: the scheduler evicts a model
-        this way and so never cancels a running request. Any thread."""
-        with self._lock:
-            if self._streams:
+        """Refuse new requests if none is in flight; False while one runs (see
+        :meth:`EngineClient.close_if_idle`). Atomic with submit, through the one lock."""
+        with self._state.lock:
+            if self._state.streams:
                 return False
-            self._closing = True
-            self._changed.notify_all()
+            self._state.closing = True
+            self._state.changed.notify_all()
             return True
 
     def reopen(self) -> None:
-        """Take requests again after :meth:`close_if_idle` when the close did not happen
-        (the scheduler's eviction plan fell through). Any thread."""
-        with self._lock:
-            if not self._closing or self._process is None:
+        """Take requests again after :meth:`close_if_idle` (see :meth:`EngineClient.reopen`)."""
+        with self._state.lock:
+            if not self._state.closing or self._state.process is None:
                 return
-            self._closing = False
-            self._start_idle_timer()
+            self._state.closing = False
+            self.start_timer()
 
     def release(self, reason: str = "unloaded") -> bool:
-        """Unload the model by ending its worker process, which returns all of its memory.
-
-        An unload inside the worker frees only ~8-30 MB (docs/benchmarks.md, "Model
-        lifecycle"): OpenVINO and the allocator keep the rest. Refused (returns False) while
-        a request is in flight: a running request is never cancelled to free memory. A fresh
-        worker with no model is started at once (state ``idle``); the next request for the
-        model loads it again. Any thread.
-        """
-        with self._lock:
-            if self._streams or self._process is None or self._closing:
+        """End the worker to free all of its memory, and start a fresh one; False while a
+        request is in flight (see :meth:`EngineClient.release`)."""
+        shared = self._state
+        with shared.lock:
+            if shared.streams or shared.process is None or shared.closing:
                 return False
-            if self._status.model is None and self._wanted is None:
+            if shared.status.model is None and shared.wanted is None:
                 return True
             self._retire(reason)
             return True
 
     def set_keep_alive(self, seconds: float) -> None:
-        """How long the loaded model stays loaded once idle, from now on (any thread).
-
-        Ollama's ``keep_alive`` / LM Studio's ``ttl`` of the latest request: seconds,
-        ``math.inf`` for forever, 0 to unload as soon as no request is in flight. Loading
-        another model resets it to ``Settings.idle_unload_seconds``.
-        """
-        with self._lock:
+        """How long the loaded model stays loaded once idle, from now on (see
+        :meth:`EngineClient.set_keep_alive`); wakes the idle timer."""
+        with self._state.lock:
             self._keep_alive = max(0.0, seconds)
-            self._changed.notify_all()
+            self._state.changed.notify_all()
 
     def expires_at(self) -> datetime | None:
-        """When the loaded model will be unloaded if no request comes (UTC), or None when
-        nothing is loaded or it stays loaded forever. While requests run: now + keep_alive."""
-        with self._lock:
-            if self._status.model is None or math.isinf(self._keep_alive):
+        """When the idle model goes (UTC), or None (see :meth:`EngineClient.expires_at`)."""
+        shared = self._state
+        with shared.lock:
+            if shared.status.model is None or math.isinf(self._keep_alive):
                 return None
-            idle_for = 0.0 if self._idle_since is None else time.monotonic() - self._idle_since
+            idle_since = shared.idle_since
+            idle_for = 0.0 if idle_since is None else time.monotonic() - idle_since
             left = max(0.0, self._keep_alive - idle_for)
             return datetime.now(UTC) + timedelta(seconds=left)
 
     def _retire(self, reason: str) -> None:
         """End the current worker and start a fresh one (lock held, no stream in flight)."""
-        process, conn = self._process, self._conn
-        model = self._status.model.id if self._status.model else "the model"
+        shared = self._state
+        process, conn = shared.process, shared.conn
+        model = shared.status.model.id if shared.status.model else "the model"
         logger.info("unloading %s (%s): ending worker %s", model, reason, process.pid)
-        self._wanted = None
-        self._idle_since = None
-        self._keep_alive = keep_alive_default(self._settings)
+        shared.wanted = None
+        shared.idle_since = None
+        self._keep_alive = keep_alive_default(shared.settings)
         if conn is not None:
-            self._retired[process] = conn
+            self._handle.retired[process] = conn
             with contextlib.suppress(OSError):
-                self._send(Shutdown())
-        self._process = self._conn = None
-        self._set(
+                shared.send(Shutdown())
+        shared.process = shared.conn = None
+        shared.update(
             model=None,
             device=None,
             backend=None,
@@ -121,29 +136,31 @@ class KeepAlive(Watchdog):
             message=f"{model} was unloaded ({reason})",
             unloaded=reason,
         )
-        self._spawn()
+        self._handle.spawn()
         threading.Thread(
-            target=self._reap, args=(process,), name="engine-retire", daemon=True
+            target=self._handle.reap, args=(process,), name="engine-retire", daemon=True
         ).start()
 
     def _idle_timer(self) -> None:
         """Thread: end the model's worker once it was idle for its keep_alive."""
-        with self._changed:
-            while not self._closing:
+        shared = self._state
+        with shared.changed:
+            while not shared.closing:
                 due = self._idle_due()
                 now = time.monotonic()
                 if due is not None and now >= due:
                     self._retire("keep_alive 0" if self._keep_alive == 0 else "idle")
                     continue
-                self._changed.wait(None if due is None else due - now)
+                shared.changed.wait(None if due is None else due - now)
 
     def _idle_due(self) -> float | None:
         """When the idle model should go (monotonic), or None (lock held)."""
+        shared = self._state
         if (
-            self._status.state != READY
-            or self._streams
-            or self._idle_since is None
+            shared.status.state != READY
+            or shared.streams
+            or shared.idle_since is None
             or math.isinf(self._keep_alive)
         ):
             return None
-        return self._idle_since + self._keep_alive
+        return shared.idle_since + self._keep_alive

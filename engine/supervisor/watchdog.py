@@ -10,10 +10,16 @@ model loads) its requests end with an error and it is killed and restarted. Cras
 (which /health calls) starts a worker again. :attr:`EngineStatus.last_error` says what
 happened.
 
+A part of the engine client (see :mod:`engine.supervisor.core`): it receives the shared
+state, the :class:`~engine.supervisor.routing.Router` (to end a lost worker's streams) and
+the :class:`~engine.supervisor.handle.WorkerHandle` (to spawn the next worker); the client
+wires :meth:`Watchdog.on_worker_exit` in as the handle's ``on_exit``.
+
 Threading: the ``engine-watchdog`` thread pings and checks; it never waits for the send lock
 (a sender blocked on a hung worker's full pipe holds it, and the watchdog must still be able
-to kill that worker). :meth:`Watchdog._on_worker_exit` runs on the pipe's reader thread or
-an ``engine-exit`` thread; :meth:`Watchdog.revive` on any thread.
+to kill that worker). :meth:`Watchdog.on_worker_exit` runs on the pipe's reader thread or
+an ``engine-exit`` thread; :meth:`Watchdog.revive` on any thread. The state's lock guards
+this part's own attributes (the crash history, the pause, the hung worker, the thread).
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from engine.supervisor.core import MAX_CONSECUTIVE_CRASHES
+from engine.supervisor.core import MAX_CONSECUTIVE_CRASHES, ClientState
 from engine.supervisor.handle import WorkerHandle
+from engine.supervisor.routing import Router
 from engine.supervisor.states import ERROR, LOADING, RESTARTING, STARTING, EngineIncident
 from engine.worker.messages import Ping
 
@@ -35,21 +43,48 @@ __all__ = ["MAX_CONSECUTIVE_CRASHES", "Watchdog"]
 logger = logging.getLogger(__name__)
 
 
-class Watchdog(WorkerHandle):
+class Watchdog:
     """Pings the worker, kills a hung one, restarts a dead one (within a crash budget)."""
 
-    def _start_watchdog(self) -> None:
+    def __init__(self, state: ClientState, router: Router, handle: WorkerHandle) -> None:
+        self._state = state
+        self._router = router
+        self._handle = handle
+        self._crashes: deque[float] = deque(maxlen=MAX_CONSECUTIVE_CRASHES)
+        self._paused = False  # crashed too often: no restart until something asks for one
+        self._hung: Any = None  # the worker found hung (killed, its exit expected)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
         """Start the watchdog thread unless it runs or is turned off (lock held)."""
-        if self._watchdog is None and self._settings.engine_watchdog_seconds > 0:
-            self._watch_stop.clear()
-            self._watchdog = threading.Thread(
-                target=self._watch, name="engine-watchdog", daemon=True
-            )
-            self._watchdog.start()
+        if self._thread is None and self._state.settings.engine_watchdog_seconds > 0:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._watch, name="engine-watchdog", daemon=True)
+            self._thread.start()
+
+    def take_thread(self) -> threading.Thread | None:
+        """Forget the watchdog thread, for :meth:`stop` to end it (lock held)."""
+        thread, self._thread = self._thread, None
+        return thread
+
+    def stop(self, thread: threading.Thread | None, timeout: float) -> None:
+        """End the watchdog ``thread`` (from :meth:`take_thread`); call without the lock."""
+        self._stop.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def fresh_start(self) -> None:
+        """A new model (``load``): its crashes count from zero (lock held)."""
+        self._crashes.clear()
+
+    def unpause(self) -> None:
+        """Forget a pause after repeated crashes without restarting (``close``; lock held)."""
+        self._paused = False
 
     def _watch(self) -> None:
         """Watchdog thread: ping the worker; restart it once it stops answering."""
-        while not self._watch_stop.wait(self._ping_interval()):
+        while not self._stop.wait(self._ping_interval()):
             try:
                 self._check_worker()
             except Exception:  # the watchdog must outlive any one check
@@ -57,29 +92,31 @@ class Watchdog(WorkerHandle):
 
     def _silence_bound(self) -> float:
         """How long the worker may be silent now: a model load may legitimately take long."""
-        if self._worker_loading or self._status.state in (STARTING, RESTARTING, LOADING):
-            return self._settings.engine_load_timeout_seconds
-        return self._settings.engine_watchdog_seconds
+        shared, settings = self._state, self._state.settings
+        if shared.worker_loading or shared.status.state in (STARTING, RESTARTING, LOADING):
+            return settings.engine_load_timeout_seconds
+        return settings.engine_watchdog_seconds
 
     def _ping_interval(self) -> float:
-        return max(0.05, min(5.0, self._settings.engine_watchdog_seconds / 4))
+        return max(0.05, min(5.0, self._state.settings.engine_watchdog_seconds / 4))
 
     def _check_worker(self) -> None:
-        with self._lock:
-            process = self._process
-            if process is None or self._closing or process is self._hung:
+        shared = self._state
+        with shared.lock:
+            process = shared.process
+            if process is None or shared.closing or process is self._hung:
                 return
-            silent = time.monotonic() - self._heard
+            silent = time.monotonic() - shared.heard
             if silent > self._silence_bound():
                 self._on_unresponsive(process, silent)
                 return
-            if self._ping_token is not None:
+            if shared.ping_token is not None:
                 return  # one Ping at a time: a hung worker's pipe must never fill up
-            token = self._ping_token = next(self._ids)
-            conn = self._conn
+            token = shared.ping_token = next(shared.ids)
+            conn = shared.conn
         # Never wait for the send lock: a sender blocked on a hung worker's full pipe holds
         # it, and the watchdog must still be able to kill that worker.
-        if conn is None or not self._send_lock.acquire(blocking=False):
+        if conn is None or not shared.send_lock.acquire(blocking=False):
             token_sent = False
         else:
             try:
@@ -88,11 +125,11 @@ class Watchdog(WorkerHandle):
             except OSError:
                 token_sent = False
             finally:
-                self._send_lock.release()
+                shared.send_lock.release()
         if not token_sent:
-            with self._lock:
-                if self._ping_token == token:
-                    self._ping_token = None
+            with shared.lock:
+                if shared.ping_token == token:
+                    shared.ping_token = None
 
     def _on_unresponsive(self, process: Any, silent: float) -> None:
         """End a silent worker's requests and kill it; its exit restarts it (lock held)."""
@@ -100,60 +137,64 @@ class Watchdog(WorkerHandle):
         logger.error("engine worker %s: %s", process.pid, message)
         self._hung = process
         # The status first: a stream's end wakes its loop, which may look at it at once.
-        self._set(
+        self._state.update(
             state=RESTARTING, message=message, last_error=EngineIncident(message, time.time())
         )
-        self._fail_all(f"{message}; the request was ended")
+        self._router.fail_all(f"{message}; the request was ended")
         with contextlib.suppress(OSError):
             process.kill()  # SIGKILL ends a stopped process too; the pipe then reports EOF
 
-    def _on_worker_exit(self, process: Any) -> None:
+    def on_worker_exit(self, process: Any) -> None:
+        """The worker ``process`` exited (its pipe reported EOF): restart it, or pause the
+        restarts after too many crashes. Runs on the reader thread or an ``engine-exit``
+        thread."""
         process.join(5)
         code = process.exitcode
-        with self._lock:
-            if self._closing or process is not self._process:
-                return  # closed, or retired on purpose (_reap closes its pipe)
+        shared = self._state
+        with shared.lock:
+            if shared.closing or process is not shared.process:
+                return  # closed, or retired on purpose (reap closes its pipe)
             if process is self._hung:  # killed by the watchdog: already reported
-                message = self._status.message or "the engine stopped answering"
+                message = shared.status.message or "the engine stopped answering"
             else:
                 logger.error(
                     "engine worker %s exited unexpectedly (exit code %s)", process.pid, code
                 )
                 message = f"the engine worker stopped unexpectedly (exit code {code})"
-                self._set(last_error=EngineIncident(message, time.time(), code))
-                self._fail_all(f"{message}; the request was lost and the engine is restarting")
+                shared.update(last_error=EngineIncident(message, time.time(), code))
+                self._router.fail_all(
+                    f"{message}; the request was lost and the engine is restarting"
+                )
             self._crashes.append(time.monotonic())
             recent = [t for t in self._crashes if time.monotonic() - t < 60]
             if len(recent) >= MAX_CONSECUTIVE_CRASHES:
-                self._process = self._conn = None
+                shared.process = shared.conn = None
                 self._paused = True
-                self._set(
+                shared.update(
                     state=ERROR,
                     worker_pid=None,
                     message=f"the engine crashed {len(recent)} times in a minute ({message}); "
                     "it starts again on the next request, or pick another model or device",
                 )
                 return
-            self._status = replace(self._status, restarts=self._status.restarts + 1)
-            self._set(state=RESTARTING, worker_pid=None, message=f"{message}; restarting")
-            self._spawn()
+            shared.status = replace(shared.status, restarts=shared.status.restarts + 1)
+            shared.update(state=RESTARTING, worker_pid=None, message=f"{message}; restarting")
+            self._handle.spawn()
 
     def revive(self) -> bool:
-        """Start a worker again if restarts were paused after repeated crashes (any thread).
+        """Start a worker again if restarts were paused after repeated crashes (any thread;
+        see :meth:`EngineClient.revive`). True when a new worker is on its way."""
+        with self._state.lock:
+            return self.revive_locked()
 
-        /health, the next request and :meth:`load` call this, so a crash budget only ever
-        pauses restarts. Returns True when a new worker (and the last model) is on its way.
-        """
-        with self._lock:
-            return self._revive()
-
-    def _revive(self) -> bool:
+    def revive_locked(self) -> bool:
         """:meth:`revive` with the lock held."""
-        if not self._paused or self._closing:
+        shared = self._state
+        if not self._paused or shared.closing:
             return False
         self._paused = False
         logger.info("starting the engine worker again after repeated crashes")
-        self._status = replace(self._status, restarts=self._status.restarts + 1)
-        self._set(state=RESTARTING, message="restarting the engine after repeated crashes")
-        self._spawn()
+        shared.status = replace(shared.status, restarts=shared.status.restarts + 1)
+        shared.update(state=RESTARTING, message="restarting the engine after repeated crashes")
+        self._handle.spawn()
         return True
