@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from engine.settings import DEFAULT_PORT, SettingsError, load_settings, save_config
+from engine.settings import (
+    CONFIG_KEYS,
+    DEFAULT_ALLOWED_ORIGINS,
+    DEFAULT_PORT,
+    FOLDERS,
+    HOME_ENV,
+    SETTINGS,
+    SettingsError,
+    load_settings,
+    save_config,
+)
 
 
 def test_defaults_are_loopback_on_a_port_no_rival_uses(tmp_path: Path) -> None:
@@ -129,3 +140,106 @@ def test_theme_follows_the_system_unless_chosen(tmp_path: Path) -> None:
     assert load_settings({**env, "SIDELIGHT_THEME": "Light"}).theme == "light"
     with pytest.raises(SettingsError, match="theme must be system, light or dark, got 'blue'"):
         load_settings({**env, "SIDELIGHT_THEME": "blue"})
+
+
+# A non-default value of every setting: as config.json holds it, as the environment spells
+# it, and what Settings then holds. A new setting without a line here fails the tests below.
+_SAMPLES: dict[str, tuple[object, str, object]] = {
+    "host": ("0.0.0.0", "0.0.0.0", "0.0.0.0"),
+    "port": (9123, "9123", 9123),
+    "api_key": ("sk-test", "sk-test", "sk-test"),
+    "allowed_origins": (
+        ["https://app\\.example"],
+        "https://app\\.example",
+        (*DEFAULT_ALLOWED_ORIGINS, "https://app\\.example"),
+    ),
+    "allowed_hosts": (
+        ["a.example", "b.example"],
+        "a.example, b.example",
+        ("a.example", "b.example"),
+    ),
+    "max_body_bytes": (4096, "4096", 4096),
+    "device": ("GPU.1", "GPU.1", "GPU.1"),
+    "cpu_pinning": (True, "true", True),
+    "cpu_threads": (3, "3", 3),
+    "cpu_kv_cache_precision": ("f16", "F16", "f16"),
+    "cpu_self_tune": (False, "off", False),
+    "kv_cache_gb": (2.5, "2.5", 2.5),
+    "npu_max_prompt_len": (2048, "2048", 2048),
+    "npu_min_response_len": (256, "256", 256),
+    "engine_below_normal": (False, "no", False),
+    "stream_interval_ms": (0, "0", 0),
+    "prompt_lookup": (True, "1", True),
+    "draft_models": (False, "false", False),
+    "speculative_tokens": (8, "8", 8),
+    "engine_watchdog_seconds": (30.5, "30.5", 30.5),
+    "engine_load_timeout_seconds": (600, "600", 600.0),
+    "idle_unload_seconds": (-1, "-1", -1.0),
+    "memory_budget_mb": (8192, "8192", 8192),
+    "memory_pressure_mb": (-1, "-1", -1),
+    "unload_on_battery": (True, "yes", True),
+    "load_wait_seconds": (5, "5", 5.0),
+    "log_level": ("DEBUG", "DEBUG", "DEBUG"),
+    "hf_token": ("hf_test", "hf_test", "hf_test"),
+    "convert_python": (
+        "/opt/convert/bin/python",
+        "/opt/convert/bin/python",
+        Path("/opt/convert/bin/python"),
+    ),
+    "keep_request_bodies": (True, "on", True),
+    "theme": ("dark", "Dark", "dark"),
+}
+
+
+def test_every_setting_has_one_key_and_one_variable() -> None:
+    """Keys and variables follow from the names, and no two settings share one."""
+    keys = [row.key for row in SETTINGS]
+    variables = [row.env for row in SETTINGS] + [f.env for f in FOLDERS] + [HOME_ENV]
+    assert len(set(keys)) == len(keys)
+    assert len(set(variables)) == len(variables)
+    for row in SETTINGS:
+        assert row.env == "SIDELIGHT_" + row.key.upper()
+    assert [f.key for f in FOLDERS if f.key] == ["models_dir"]  # the documented exception
+    assert set(keys) | {"models_dir"} == CONFIG_KEYS
+    assert set(_SAMPLES) == set(keys), "give each new setting a sample value above"
+
+
+def test_every_setting_round_trips_through_the_config_file(tmp_path: Path) -> None:
+    """What save_config accepts, load_settings reads back: the four lists cannot drift."""
+    home = {"SIDELIGHT_HOME": str(tmp_path)}
+    paths = load_settings(home).paths
+    save_config(paths, {key: saved for key, (saved, _, _) in _SAMPLES.items()})
+    save_config(paths, {"models_dir": str(tmp_path / "elsewhere")})
+    settings = load_settings(home)
+    for row in SETTINGS:
+        expected = _SAMPLES[row.key][2]
+        assert expected != row.default, f"{row.key}: the sample must not be the default"
+        assert row.value_in(settings) == expected, row.key
+    assert settings.paths.models_dir == tmp_path / "elsewhere"
+    assert settings.paths.legacy_models_dir is None
+    settings.validate()
+
+
+def test_every_setting_reads_from_its_variable(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path)} | {row.env: _SAMPLES[row.key][1] for row in SETTINGS}
+    settings = load_settings(env)
+    for row in SETTINGS:
+        assert row.value_in(settings) == _SAMPLES[row.key][2], row.env
+
+
+def test_auto_keeps_the_default_of_an_on_off_setting(tmp_path: Path) -> None:
+    env = {"SIDELIGHT_HOME": str(tmp_path)}
+    for row in SETTINGS:
+        if isinstance(row.default, bool) and row.key != "cpu_pinning":
+            assert row.value_in(load_settings({**env, row.env: "auto"})) is row.default, row.key
+    pinning = load_settings({**env, "SIDELIGHT_CPU_PINNING": "auto"}).cpu.pinning
+    assert pinning is None  # a setting whose auto is a value of its own: OpenVINO's choice
+
+
+def test_the_readme_lists_every_variable() -> None:
+    """The README's Configuration section names each variable, and no variable that is gone."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Configuration", 1)[1].split("\n### ", 1)[0]
+    listed = set(re.findall(r"SIDELIGHT_[A-Z_]+", section))
+    known = {row.env for row in SETTINGS} | {f.env for f in FOLDERS} | {HOME_ENV}
+    assert listed == known
