@@ -8,12 +8,15 @@ floods the GUI thread with layout work.
 A message the model refuses (too long, no model loaded...) is marked *not sent* and left out
 of what the model sees next; a notice offers what can be done about it.
 
+The conversation and the reply live in a Qt-free :class:`desktop.chat_session.ChatSession`:
+this window draws it and feeds it the reply's events. The message actions and the refusal
+notice emit intents that :meth:`ChatWindow.apply` carries out through the session.
+
 Threading: GUI thread only.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -39,24 +42,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.chat import (
-    ChatOptions,
-    LiveRate,
-    ReplyDelta,
-    ReplyDone,
-    ReplyJob,
-    ReplyStats,
-    ThinkingClock,
-    error_text,
+from desktop.chat import ChatEvent, ChatOptions, ReplyJob, ReplyStats
+from desktop.chat_session import (
+    CancelEdit,
+    ChatSession,
+    Delete,
+    DropOldest,
+    Edit,
+    EditFailed,
+    Intent,
+    NewChat,
+    Regenerate,
+    RemoveFailed,
+    Reply,
+    Retry,
 )
 from desktop.controller import Controller
-from desktop.history import (
-    ChatHistory,
-    ChatMessage,
-    Conversation,
-    ReplyFigures,
-    ToolCallRecord,
-)
+from desktop.history import ChatHistory, ChatMessage, Conversation
 from desktop.icons import icon
 from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.attachments import PendingAttachments
@@ -64,12 +66,11 @@ from desktop.views.chat_list import ChatList
 from desktop.views.chat_settings import ChatSettingsDialog
 from desktop.views.message_actions import MessageActions
 from desktop.views.notice import NoticeBar
-from desktop.views.refusal import RefusedMessages
+from desktop.views.refusal import RefusalView
 from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, TranscriptView
 from engine.parsing import ToolCall
-from engine.server.errors import APIError
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
-class ChatWindow(RefusedMessages, QWidget):
+class ChatWindow(QWidget):
     """The chat. ``reply_finished`` carries the :class:`ReplyStats` of each reply (``None``
     when it failed before starting). A reasoning model's thinking arrives apart from the
     answer (``thinking_received``, :attr:`reply_thinking`) and shows in its own section
@@ -113,6 +114,10 @@ class ChatWindow(RefusedMessages, QWidget):
     ``escape_hides``: Esc (when no reply runs) hides the window; the app turns it off when
     there is no tray icon to bring it back, and Esc then minimizes. ``closed`` fires when the
     window is closed (not hidden).
+
+    ``session`` holds the conversation and the reply; the attributes that read them
+    (``conversation``, ``last_stats``, ``chunks_received``, ``reply_thinking``...) are views
+    of it.
     """
 
     reply_finished = Signal(object)
@@ -137,21 +142,10 @@ class ChatWindow(RefusedMessages, QWidget):
         self.tasks = tasks
         self.history = history
         self.options = options or ChatOptions()
-        self.conversation = Conversation()
-        self.last_stats: ReplyStats | None = None
-        self.chunks_received = 0
+        self.session = ChatSession()
         self.escape_hides = True
         self._job: ReplyJob | None = None
         self._worker: StreamWorker | None = None
-        self._pending: str | None = None
-        self._pending_model = "Assistant"
-        self._rate: LiveRate | None = None
-        self._clock = ThinkingClock()
-        self._finished: ReplyDone | None = None
-        self._refusal: tuple[str, str | None] | None = None  # message, code
-        self._dropping = False  # "drop the oldest turns" retries until the message fits
-        self.reply_thinking = ""  # the current (or last) reply's thinking
-        self.reply_calls: tuple[ToolCall, ...] = ()
 
         self.setWindowIcon(icon(""))
         self._build()
@@ -206,7 +200,10 @@ class ChatWindow(RefusedMessages, QWidget):
         layout.addLayout(bottom)
         layout.addWidget(self.status_strip)
         self._sync_send_button()
-        self.message_actions = MessageActions(self)
+        self.message_actions = MessageActions(self.session, self.transcript, self)
+        self.message_actions.intent.connect(self.apply)
+        self.refusals = RefusalView(self)
+        self.refusals.intent.connect(self.apply)
 
     def _build_top(self) -> QHBoxLayout:
         self.chats_button = QToolButton()
@@ -337,11 +334,57 @@ class ChatWindow(RefusedMessages, QWidget):
         else:
             self.showMinimized()
 
-    # ---- sending and streaming ---------------------------------------------------------
+    # ---- the session's state, as the window's attributes ---------------------------------
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.session.conversation
 
     @property
     def busy(self) -> bool:
-        return self._job is not None
+        return self.session.busy
+
+    @property
+    def last_stats(self) -> ReplyStats | None:
+        return self.session.last_stats
+
+    @property
+    def last_reply(self) -> str | None:
+        """The last assistant message of this conversation: its answer alone (no thinking,
+        no tool calls, no marker)."""
+        return self.session.last_reply
+
+    @property
+    def chunks_received(self) -> int:
+        """The pieces the current (or last) reply arrived in."""
+        reply = self.session.reply
+        return 0 if reply is None else reply.chunks
+
+    @property
+    def reply_thinking(self) -> str:
+        """The current (or last) reply's thinking."""
+        reply = self.session.reply
+        return "" if reply is None else reply.reasoning
+
+    @property
+    def reply_calls(self) -> tuple[ToolCall, ...]:
+        """The current (or last) reply's tool calls."""
+        reply = self.session.reply
+        return () if reply is None else reply.calls
+
+    @property
+    def _pending(self) -> str | None:
+        """The text of the reply still streaming (None when none is)."""
+        reply = self.session.reply
+        return reply.content if reply is not None and self.session.busy else None
+
+    @_pending.setter
+    def _pending(self, text: str | None) -> None:
+        """Draw ``text`` as a reply still streaming (tests and screenshots); None ends it."""
+        model = self.controller.active_model_id
+        self.session.reply = None if text is None else Reply(model or "Assistant", content=text)
+
+    # ---- sending and streaming ---------------------------------------------------------
 
     def send(self, text: str | None = None) -> None:
         """Send ``text`` (default: the message box) and stream the reply."""
@@ -354,16 +397,15 @@ class ChatWindow(RefusedMessages, QWidget):
             return
         self.notice.dismiss()
         self.input.clear()
-        self.message_actions.take_edit()
         message = ChatMessage(role="user", content=text)
         if attached.items:
             message["attachments"] = attached.take()
-        self.conversation.messages.append(message)
+        self.session.send(message)  # replaces the message being edited, if any
         self.start_reply()
 
     def stop(self) -> None:
         """Stop the reply in the engine; what arrived so far is kept."""
-        if self._job is not None:
+        if self._job is not None and self.session.stop():
             self._job.stop()
             self.send_button.setEnabled(False)  # until the engine confirms
 
@@ -380,31 +422,19 @@ class ChatWindow(RefusedMessages, QWidget):
 
     def start_reply(self) -> None:
         """Answer the conversation as it stands (its own settings applied)."""
-        chosen = self.conversation.settings
-        options = dataclasses.replace(
-            self.options,
-            max_tokens=chosen.max_tokens or self.options.max_tokens,
-            context_limit=chosen.context_limit,
-        )
-        if chosen.temperature is not None:
-            sampling = dataclasses.replace(self.options.sampling, temperature=chosen.temperature)
-            options = dataclasses.replace(options, sampling=sampling)
+        session = self.session
         job = ReplyJob(
             self.controller.pipeline,
             self.controller.active_model_id,
             self.conversation.engine_messages(),
-            options,
+            session.reply_options(self.options),
         )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
         worker.errored.connect(self._on_error)
         worker.done.connect(self._on_done)
         self._job, self._worker = job, worker
-        self._pending, self._finished, self._refusal = "", None, None
-        self._pending_model = self.controller.active_model_id or "Assistant"
-        self.reply_thinking, self.reply_calls = "", ()
-        self._rate, self._clock = LiveRate(), ThinkingClock()
-        self.chunks_received = 0
+        session.start_reply(self.controller.active_model_id)
         self._sync_send_button()
         self.status_strip.set_generating(True)
         self._sync_title()
@@ -419,67 +449,31 @@ class ChatWindow(RefusedMessages, QWidget):
             self.send_button.setText("Send")
             self.send_button.setToolTip("Send the message (Enter)")
 
-    def _on_event(self, event: object) -> None:
-        if isinstance(event, ReplyDelta):
-            self.chunks_received += 1
-            self._pending = (self._pending or "") + event.text
-            self._clock.add(event)
-            if event.thinking:
-                self.reply_thinking += event.thinking
-                self.thinking_received.emit(event.thinking)
-            if self._rate is not None:
-                self._rate.add(event.tokens)
-                self.status_strip.set_rate(self._rate.tokens_per_second, self._rate.ttft_seconds)
+    def _on_event(self, event: ChatEvent) -> None:
+        update = self.session.apply(event)
+        if update.thinking:
+            self.thinking_received.emit(update.thinking)
+        reply = self.session.reply
+        if update.streamed and reply is not None:
+            self.status_strip.set_rate(reply.rate.tokens_per_second, reply.rate.ttft_seconds)
             if not self._render_timer.isActive():
                 self._render_timer.start()
-        elif isinstance(event, ReplyDone):
-            self._clock.stop()
-            self._finished = event
-            self.reply_calls = event.calls
-            if event.calls:
-                self.tool_calls_received.emit(event.calls)
+        if update.calls:
+            self.tool_calls_received.emit(update.calls)
 
     def _on_error(self, exc: object) -> None:
         """The model refused the message before answering: it leaves the conversation."""
-        message = error_text(exc) if isinstance(exc, BaseException) else str(exc)
-        code = exc.code if isinstance(exc, APIError) else None
-        for entry in reversed(self.conversation.messages):
-            if entry["role"] == "user":
-                entry["failed"] = True
-                break
-        self.conversation.messages.append(ChatMessage(role="error", content=message))
-        self._refusal = (message, code)
+        self.session.fail(exc)
 
     def _on_done(self) -> None:
-        finished, text = self._finished, self._pending or ""
-        stats = None
-        if finished is not None:  # a failure arrived through _on_error instead
-            reply = ChatMessage(role="assistant", content=text, model=self._pending_model)
-            if finished.stats.finish_reason == "cancelled":
-                reply["stopped"] = True
-            if finished.thinking:
-                reply["thinking"] = finished.thinking
-                reply["thinking_seconds"] = round(self._clock.seconds or 0.0, 2)
-            if finished.calls:
-                reply["calls"] = [
-                    ToolCallRecord(id=c.id, name=c.name, arguments=c.arguments)
-                    for c in finished.calls
-                ]
-            stats = finished.stats
-            reply["figures"] = ReplyFigures(
-                tokens=stats.completion_tokens,
-                tokens_per_second=stats.tokens_per_second,
-                ttft_seconds=stats.ttft_seconds,
-            )
-            self.conversation.messages.append(reply)
-            self.conversation.model = self._pending_model
-            self.last_stats = stats
+        finished = self.session.finish()
+        stats = finished.stats
+        if stats is not None:  # a failure arrived through _on_error instead
             self.status_strip.set_rate(stats.tokens_per_second, stats.ttft_seconds)
             self.status_strip.set_speculation(
                 stats.speculation, stats.accepted_tokens, stats.completion_tokens
             )
         self._job = self._worker = None
-        self._pending, self._rate = None, None
         self._sync_send_button()
         self.send_button.setEnabled(True)
         self.status_strip.set_generating(False)
@@ -488,27 +482,20 @@ class ChatWindow(RefusedMessages, QWidget):
         self._render()
         self.history.save(self.conversation)
         self._sync_history()
-        refusal, self._refusal = self._refusal, None
-        if refusal is not None and self._on_refused(*refusal):
-            return  # retrying with fewer turns: the reply has not finished yet
-        self._dropping = False
+        if finished.keep_dropping:
+            self.apply(DropOldest())  # retrying with fewer turns: the reply has not finished
+            return
+        if finished.refusal is not None and finished.notice is not None:
+            self.notice.show_notice(*self.refusals.notice(finished.refusal, finished.notice))
+            # The notice takes room from the transcript: keep the refused message in view.
+            QTimer.singleShot(0, self.transcript.scroll_to_end)
         self.reply_finished.emit(stats)
-
-    @property
-    def last_reply(self) -> str | None:
-        """The last assistant message of this conversation: its answer alone (no thinking,
-        no tool calls, no marker)."""
-        for message in reversed(self.conversation.messages):
-            if message["role"] == "assistant":
-                return message["content"]
-        return None
 
     def _render(self, *, to_end: bool = False) -> None:
         pending = None
-        if self._pending is not None:
-            pending = Pending(
-                self._pending, self._pending_model, self.reply_thinking, self._clock.seconds
-            )
+        reply = self.session.reply
+        if reply is not None and self.busy:
+            pending = Pending(reply.content, reply.model, reply.reasoning, reply.clock.seconds)
         self.transcript.show_conversation(
             self.conversation.messages,
             pending,
@@ -527,18 +514,77 @@ class ChatWindow(RefusedMessages, QWidget):
         self._sync_title()
         self.focus_input()
 
+    # ---- intents: the message actions' and the refusal notice's ------------------------
+
+    def apply(self, intent: Intent) -> None:
+        """Carry out what the message actions or the refusal notice asked, through the
+        session, and show what changed."""
+        session = self.session
+        if isinstance(intent, Regenerate):
+            if session.regenerate(intent.index):
+                self.notice.dismiss()
+                self.start_reply()
+        elif isinstance(intent, Edit):
+            started = session.begin_edit(intent.index)
+            if started is not None:
+                self.input.setPlainText(started.text)
+                self.pending_attachments.set(list(started.attachments))
+                self.notice.show_notice(*self.message_actions.edit_notice(started))
+                self.focus_input()
+        elif isinstance(intent, CancelEdit):
+            if session.cancel_edit():
+                self._clear_edit()
+        elif isinstance(intent, Delete):
+            deleted = session.delete(intent.index)
+            if deleted is not None:
+                if deleted.edit_cancelled:
+                    self._clear_edit()
+                self.after_messages_changed()
+        else:
+            self._apply_to_refused(intent)
+
+    def _apply_to_refused(
+        self, intent: Retry | DropOldest | EditFailed | RemoveFailed | NewChat
+    ) -> None:
+        session = self.session
+        if isinstance(intent, Retry):
+            text = session.retry()
+            if text is not None:
+                self.send(text)
+        elif isinstance(intent, DropOldest):
+            dropped = session.drop_oldest(intent.turns)
+            if dropped.resend is not None:
+                self.send(dropped.resend)  # while it does not fit, the next oldest goes too
+            elif dropped.turns:
+                self._render()
+        elif isinstance(intent, EditFailed):
+            text = session.take_failed()
+            if text is not None:
+                self.input.setPlainText(text)
+                self.after_messages_changed()
+        elif isinstance(intent, RemoveFailed):
+            if session.take_failed() is not None:
+                self.after_messages_changed()
+        else:
+            text = session.new_chat_with_failed()
+            if text is not None:
+                self.history.save(self.conversation)
+                self.new_chat()
+                self.input.setPlainText(text)
+
+    def _clear_edit(self) -> None:
+        """The edit ended: its text and attachments leave the message box."""
+        self.input.clear()
+        self.pending_attachments.set([])
+        self.notice.dismiss()
+
     # ---- conversations -----------------------------------------------------------------
 
     def new_chat(self) -> None:
         if self.busy:
             self.stop()
             return  # the reply ends first; press again for a fresh chat
-        self._show(
-            Conversation(
-                system_prompt=self.system_prompt.text(),
-                settings=dataclasses.replace(self.conversation.settings),
-            )
-        )
+        self._show(self.session.new_conversation(self.system_prompt.text()))
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -551,10 +597,9 @@ class ChatWindow(RefusedMessages, QWidget):
         self._show(conversation)
 
     def _show(self, conversation: Conversation) -> None:
-        self.message_actions.cancel_edit()
-        self.conversation = conversation
+        self.apply(CancelEdit())
+        self.session.show(conversation)
         self.transcript.forget_toggles()
-        self.last_stats = None
         self.notice.dismiss()
         self.status_strip.reset_reply()
         self._render(to_end=True)

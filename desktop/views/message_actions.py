@@ -8,42 +8,55 @@ last message typed.
 Regenerating or editing a message in the middle of a chat continues the chat from there: the
 later turns stay on screen, greyed out under a note, and are no longer sent to the model.
 
+Copying is done here (the clipboard is no one's state); every other action is emitted as an
+intent (:mod:`desktop.chat_session`) that the chat window applies through its session.
+
 Threading: GUI thread only.
 """
 
 from __future__ import annotations
 
-import copy
-from typing import TYPE_CHECKING
-
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QWidget
 
+from desktop.chat_session import CancelEdit, ChatSession, Delete, Edit, EditStarted, Regenerate
 from desktop.history import ChatMessage
 from desktop.views.notice import NoticeAction
-from desktop.views.transcript import ACTION_LABELS, message_actions
-
-if TYPE_CHECKING:
-    from desktop.views.chat_window import ChatWindow
+from desktop.views.transcript import ACTION_LABELS, TranscriptView, message_actions
 
 REGENERATE_KEYS = QKeySequence("Ctrl+R")
 EDIT_KEYS = QKeySequence("Ctrl+E")
 MENU_KEYS = QKeySequence(Qt.Key.Key_Menu)
 
 
-class MessageActions:
-    """The actions on one chat window's messages.
+def editing_notice(started: EditStarted) -> str:
+    """What the notice says while a message is being edited."""
+    later = started.later
+    what = (
+        "Sending it replaces the message"
+        if later == 0
+        else f"Sending it replaces the message; the {later} message{'s' * (later > 1)} "
+        "after it stay here, greyed out, and are no longer sent to the model"
+    )
+    return f"Editing a message. {what}."
 
-    ``editing`` is the index of the message being edited (its text is in the message box);
-    the next send replaces it and drops what came after it from the context.
+
+class MessageActions(QObject):
+    """The actions on one chat window's messages: the transcript's links and context menu,
+    and the window-wide shortcuts (added to ``host``). ``intent`` carries each action but
+    copy (:class:`Regenerate`, :class:`Edit`, :class:`CancelEdit`, :class:`Delete`).
+
+    The session is only read: which messages there are, and whether a reply runs.
     """
 
-    def __init__(self, window: ChatWindow) -> None:
-        self.window = window
-        self.editing: int | None = None
+    intent = Signal(object)
+
+    def __init__(self, session: ChatSession, transcript: TranscriptView, host: QWidget) -> None:
+        super().__init__(host)
+        self.session = session
+        self.transcript = transcript
         self.last_menu: QMenu | None = None  # the context menu open last (tests read it)
-        transcript = window.transcript
         transcript.action_handler = self.run
         transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         transcript.customContextMenuRequested.connect(self._context_menu)
@@ -54,20 +67,26 @@ class MessageActions:
             shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
             shortcut.activated.connect(self._menu_at_cursor)
         self.regenerate_action = self._shortcut(
-            "Regenerate the last reply", REGENERATE_KEYS, self.regenerate_last
+            host, "Regenerate the last reply", REGENERATE_KEYS, self.regenerate_last
         )
-        self.edit_action = self._shortcut("Edit your last message", EDIT_KEYS, self.edit_last)
+        self.edit_action = self._shortcut(host, "Edit your last message", EDIT_KEYS, self.edit_last)
 
-    def _shortcut(self, text: str, keys: QKeySequence, slot: object) -> QAction:
-        made = QAction(text, self.window)
+    @staticmethod
+    def _shortcut(host: QWidget, text: str, keys: QKeySequence, slot: object) -> QAction:
+        made = QAction(text, host)
         made.setShortcut(keys)
         made.triggered.connect(slot)
-        self.window.addAction(made)
+        host.addAction(made)  # window-wide, whichever child has the focus
         return made
 
     @property
     def messages(self) -> list[ChatMessage]:
-        return self.window.conversation.messages
+        return self.session.messages
+
+    @property
+    def editing(self) -> int | None:
+        """The index of the message being edited (its text is in the message box)."""
+        return self.session.editing
 
     def run(self, name: str, index: int) -> None:
         """Run action ``name`` ("copy", "regenerate", "edit", "delete") on message ``index``."""
@@ -89,116 +108,45 @@ class MessageActions:
         QGuiApplication.clipboard().setText(self.messages[index]["content"])
 
     def regenerate(self, index: int) -> None:
-        """Answer again the user message before reply ``index``. The last reply is replaced;
-        an earlier one is kept greyed with everything after it, and the question is asked
-        again at the end."""
-        window = self.window
-        if window.busy or self.messages[index]["role"] != "assistant":
-            return
-        asked = next(
-            (i for i in range(index - 1, -1, -1) if self.messages[i]["role"] == "user"), None
-        )
-        if asked is None:
-            return
-        if index == len(self.messages) - 1:
-            del self.messages[index]
-        else:
-            question = copy.deepcopy(self.messages[asked])
-            question.pop("dropped", None)
-            self._drop_from(asked)
-            self.messages.append(question)
-        window.notice.dismiss()
-        window.start_reply()
+        """Answer again the user message before reply ``index``."""
+        self.intent.emit(Regenerate(index))
 
     def edit(self, index: int) -> None:
         """Take a message typed earlier back into the message box; sending it continues the
         chat from there."""
-        window = self.window
-        message = self.messages[index]
-        if window.busy or message["role"] != "user":
-            return
-        self.editing = index
-        window.input.setPlainText(message["content"])
-        window.pending_attachments.set(list(message.get("attachments", [])))
-        later = len(self.messages) - index - 1
-        what = (
-            "Sending it replaces the message"
-            if later == 0
-            else f"Sending it replaces the message; the {later} message{'s' * (later > 1)} "
-            "after it stay here, greyed out, and are no longer sent to the model"
-        )
-        window.notice.show_notice(
-            f"Editing a message. {what}.",
-            [NoticeAction("Cancel edit", self.cancel_edit, "Keep the message as it was")],
-        )
-        window.focus_input()
+        self.intent.emit(Edit(index))
 
     def cancel_edit(self) -> None:
-        if self.editing is not None:
-            self.editing = None
-            self.window.input.clear()
-            self.window.pending_attachments.set([])
-            self.window.notice.dismiss()
-
-    def take_edit(self) -> None:
-        """Called as the edited message is sent: the original and everything after it leave
-        the context (the last message alone is simply replaced)."""
-        index, self.editing = self.editing, None
-        if index is None or index >= len(self.messages):
-            return
-        if index == len(self.messages) - 1 or all(
-            m["role"] == "error" for m in self.messages[index + 1 :]
-        ):
-            del self.messages[index:]
-        else:
-            self._drop_from(index)
+        self.intent.emit(CancelEdit())
 
     def delete(self, index: int) -> None:
         """Delete a message (a refused message takes its error with it)."""
-        window = self.window
-        if window.busy:
-            return
-        end = index + 1
-        if self.messages[index]["role"] == "user":
-            while end < len(self.messages) and self.messages[end]["role"] == "error":
-                end += 1
-        del self.messages[index:end]
-        if self.editing is not None:
-            self.cancel_edit()
-        window.after_messages_changed()
+        self.intent.emit(Delete(index))
+
+    def edit_notice(self, started: EditStarted) -> tuple[str, list[NoticeAction]]:
+        """The notice shown while ``started`` is being edited (its Cancel emits an intent)."""
+        cancel = NoticeAction("Cancel edit", self.cancel_edit, "Keep the message as it was")
+        return editing_notice(started), [cancel]
 
     def regenerate_last(self) -> None:
-        last = self._last("assistant")
+        last = self.session.last_index("assistant")
         if last is not None:
             self.regenerate(last)
 
     def edit_last(self) -> None:
-        last = self._last("user")
+        last = self.session.last_index("user")
         if last is not None:
             self.edit(last)
-
-    def _last(self, role: str) -> int | None:
-        return next(
-            (i for i in range(len(self.messages) - 1, -1, -1) if self.messages[i]["role"] == role),
-            None,
-        )
-
-    def _drop_from(self, index: int) -> None:
-        for message in self.messages[index:]:
-            if message["role"] == "error":
-                continue
-            message["dropped"] = True
 
     # ---- the context menu --------------------------------------------------------------
 
     def _menu_at_cursor(self) -> None:
-        transcript = self.window.transcript
-        self._context_menu(transcript.cursorRect().center())
+        self._context_menu(self.transcript.cursorRect().center())
 
     def _context_menu(self, point: QPoint) -> None:
         """The standard menu (copy, select all) plus the actions of the message at ``point``
         (viewport coordinates: the mouse, or the text cursor for the Menu key)."""
-        transcript = self.window.transcript
+        transcript = self.transcript
         index = transcript.message_under(point)
         if index is None:
             index = transcript.focused_message()
@@ -208,7 +156,7 @@ class MessageActions:
             for name in message_actions(self.messages[index]):
                 action = menu.addAction(f"{ACTION_LABELS[name]} this message")
                 action.triggered.connect(lambda _=False, n=name, i=index: self.run(n, i))
-                action.setEnabled(name == "copy" or not self.window.busy)
+                action.setEnabled(name == "copy" or not self.session.busy)
         self._open(menu, transcript.viewport().mapToGlobal(point))
 
     def _open(self, menu: QMenu, at: QPoint) -> None:
