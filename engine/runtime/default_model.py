@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Literal
 
 from engine.models import ModelSpec
+from engine.settings import Settings
 from engine.supervisor.client import EngineClient
 from engine.supervisor.scheduler import Scheduler, model_key
 from engine.supervisor.states import (
@@ -63,9 +64,9 @@ class _Gone:
 class DefaultModel:
     """The default model's view over ``scheduler`` (see the module docstring)."""
 
-    def __init__(self, scheduler: Scheduler, *, place_wait: float = PLACE_WAIT_SECONDS) -> None:
+    def __init__(self, scheduler: Scheduler, settings: Settings) -> None:
         self._scheduler = scheduler
-        self._place_wait = place_wait
+        self._settings = settings
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._spec: ModelSpec | None = None
@@ -134,7 +135,8 @@ class DefaultModel:
             logger.warning("%s has requests in flight: it stays where it is", spec.id)
         try:
             # One try: unloaded by hand while it loads, it stays unloaded (the user's word).
-            self._scheduler.acquire(spec, device, self._place_wait, tries=1)
+            wait = max(self._settings.load_wait_seconds, PLACE_WAIT_SECONDS)
+            self._scheduler.acquire(spec, device, wait, tries=1)
         except (NoRoom, EngineUnavailable) as exc:
             logger.error("could not load %s: %s", spec.id, exc)
             with self._lock:

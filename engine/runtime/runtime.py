@@ -66,7 +66,7 @@ class Runtime:
         self.owns_engine = engine is None
         if engine is None:
             scheduler = Scheduler(settings, backend=backend, client_factory=client_factory)
-            engine = ServedEngine(scheduler, DefaultModel(scheduler))
+            engine = ServedEngine(scheduler, DefaultModel(scheduler, settings))
         self.engine = engine
         self.scheduler, self.default = engine.scheduler, engine.default
         self.store = ModelStore.from_settings(settings)

@@ -27,12 +27,10 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from engine import cpu_tune
 from engine.models import ModelSpec
-from engine.resources import demo_model_path
 from engine.settings import Settings
 from engine.supervisor.core import ClientState
 from engine.supervisor.handle import WorkerHandle
@@ -40,7 +38,6 @@ from engine.supervisor.keepalive import KeepAlive
 from engine.supervisor.routing import Router
 from engine.supervisor.states import (
     ERROR,
-    IDLE,
     LOADING,
     READY,
     RESTARTING,
@@ -49,7 +46,6 @@ from engine.supervisor.states import (
     EngineState,
     EngineStatus,
     EngineUnavailable,
-    LoadedModel,
     RequestFailed,
 )
 from engine.supervisor.streams import RequestStream, unsendable, unsendable_text
@@ -252,16 +248,6 @@ class EngineClient:
             )
         self._state.send(command)
 
-    def expect_load(self, spec: ModelSpec, device: str, why: str) -> None:
-        """Say ``spec`` is on its way before :meth:`load` is called (state -> ``loading``).
-
-        For start-up work that must come first (the CPU self-tune): requests naming
-        ``spec`` meanwhile wait for it or get 503 + Retry-After, never 404 (the server's
-        resolver finds it in the status). Sends nothing to the worker.
-        """
-        with self._state.lock:
-            self._state.update(state=LOADING, model=spec, device=device, message=why)
-
     def cpu_properties(self) -> dict[str, Any]:
         """CPU properties to load with: explicit settings over the cached self-tune choice.
 
@@ -296,22 +282,6 @@ class EngineClient:
                 cost,
             )
         return on
-
-    def tune_cpu(self, model_dir: Path | None = None) -> None:
-        """Run the CPU self-tune unless this machine's choice is cached (blocks seconds).
-
-        Threading: call it from a background thread before the first CPU load, so no
-        request waits for it and the model load does not skew its measurements.
-        """
-        cpu, cache_dir = self._settings.cpu, self._settings.paths.cache_dir
-        if not cpu.self_tune:
-            return
-        key = self._machine_key or cpu_tune.machine_key()
-        self._machine_key = key
-        try:
-            cpu_tune.tune_unless_cached(cpu, cache_dir, model_dir or demo_model_path(), key=key)
-        except Exception:  # a failed tune leaves OpenVINO's defaults, never the server down
-            logger.exception("CPU self-tune failed; keeping the configured CPU properties")
 
     def unload(self) -> None:
         """Unload the model inside the worker (the worker and OpenVINO stay: see release())."""
@@ -447,51 +417,3 @@ class EngineClient:
         if state == ERROR:
             raise EngineUnavailable(f"the engine failed: {status.message}", state, None)
         raise EngineUnavailable("no model is loaded", state, None)
-
-    # ---- the one-model view (the scheduler's default-model facade uses these) ----------
-
-    def acquire(
-        self, spec: ModelSpec, device: str | None, timeout: float | None = None
-    ) -> EngineClient:
-        """This client serving ``spec``: switches to it when another model is loaded and
-        waits (bounded) for the load; blocks, so call it on a worker thread.
-
-        A lone client holds one model, so a switch ends the old model's in-flight replies;
-        :class:`engine.supervisor.scheduler.Scheduler` loads each model in a worker of its
-        own instead (what the server and the desktop use).
-        """
-        status = self.status()
-        if status.model is None or status.model.id != spec.id or status.state == IDLE:
-            self.load(spec, device or status.device)
-        wait = self._settings.load_wait_seconds if timeout is None else timeout
-        self.wait_for({READY, ERROR}, wait)
-        return self
-
-    def running(self, model_id: str) -> EngineClient | None:
-        """This client when ``model_id`` (any case, spaces trimmed) is loaded and ready."""
-        status = self.status()
-        wanted = model_id.strip().lower()
-        if status.state == READY and status.model and status.model.id.lower() == wanted:
-            return self
-        return None
-
-    def loaded(self) -> list[LoadedModel]:
-        """The model this worker holds (none, or one)."""
-        status = self.status()
-        if status.model is None:
-            return []
-        return [
-            LoadedModel(
-                id=status.model.id,
-                task=status.model.task,
-                state=status.state,
-                device=status.device,
-                memory_mb=None,
-                memory_estimated=True,
-                context_length=status.context_length,
-                expires_at=self.expires_at(),
-                active_requests=status.active_requests,
-                worker_pid=status.worker_pid,
-                default=True,
-            )
-        ]
