@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from concurrent.futures import Future
 from types import FrameType
 
 from PySide6.QtCore import QObject, QTimer
@@ -23,6 +22,7 @@ from desktop.controller import Controller
 from desktop.history import ChatHistory
 from desktop.icons import icon
 from desktop.instance import SingleInstance, instance_name
+from desktop.jobs import Job
 from desktop.taskman import TaskManager
 from desktop.theme import ThemeManager, theme_choice
 from desktop.tray import TrayIcon
@@ -105,7 +105,14 @@ class DesktopApp(QObject):
             chat.notice.show_notice(NO_TRAY_NOTICE)
             self.show_chat()
         if not self.controller.state.welcomed and len(self.controller.models()) <= 1:
-            self.tasks.run_in_background(_recommendation, self._on_recommendation)
+            Job(
+                self.tasks,
+                _recommendation,
+                what="recommend a model for this machine",
+                success=self._on_recommendation,
+                failure=self._no_recommendation,
+                expected=(Exception,),  # any failure: the welcome shows no recommendation
+            ).run()
 
     def quit(self) -> None:
         QApplication.quit()
@@ -165,11 +172,15 @@ class DesktopApp(QObject):
     def _on_theme_chosen(self, choice: str) -> None:
         self.theme.set_choice(theme_choice(choice))
 
-    def _on_recommendation(self, future: Future[CatalogEntry | None]) -> None:
-        try:
-            self._recommended = future.result()
-        except Exception:
-            logger.warning("no recommendation for this machine", exc_info=True)
+    def _on_recommendation(self, recommended: CatalogEntry | None) -> None:
+        self._recommended = recommended
+        self._recommendation_known()
+
+    def _no_recommendation(self, exc: Exception) -> None:
+        logger.warning("no recommendation for this machine", exc_info=exc)
+        self._recommendation_known()
+
+    def _recommendation_known(self) -> None:
         self._welcome_due = True
         self._maybe_welcome()
 

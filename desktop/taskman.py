@@ -55,7 +55,8 @@ class TaskManager(QObject):
         """Run ``fn`` on a worker thread; then call ``on_done(future)`` on the GUI thread.
 
         Be careful not to call any UI routines in ``fn``, as that may crash Qt. ``on_done``
-        reads the result with ``future.result()``, which re-raises what ``fn`` raised.
+        reads the result with ``future.result()``, which re-raises what ``fn`` raised;
+        :class:`desktop.jobs.Job` does that reading (and the error reporting) for you.
         """
         future = self._executor.submit(fn)
         if on_done is not None:

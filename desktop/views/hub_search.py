@@ -14,7 +14,6 @@ Threading: GUI thread only; the network calls run on the task manager's pool.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -28,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.jobs import Job
 from desktop.store_text import human_size
 from desktop.taskman import TaskManager
 from desktop.views.installed_models import find_item, selected_id, tree_widget
@@ -133,20 +133,24 @@ class HubSearch(QWidget):
             return
         self._say(SEARCHING)
         endpoint, token = self.endpoint, self.token
-        self.tasks.run_in_background(
+        Job(
+            self.tasks,
             lambda: search_hub(query, endpoint=endpoint, token=token),
-            lambda future: self._on_searched(serial, query, future),
-        )
+            what=f"search the hub for {query!r}",
+            success=lambda found: self._on_searched(serial, query, found),
+            failure=lambda exc: self._search_failed(serial, query, exc),
+            expected=(Exception,),  # any failure is one line under the box
+        ).run()
 
-    def _on_searched(self, serial: int, query: str, future: Future[list[HubModel]]) -> None:
+    def _search_failed(self, serial: int, query: str, exc: Exception) -> None:
         if serial != self._query_serial:
             return  # the person typed on
-        try:
-            found = future.result()
-        except Exception as exc:
-            logger.warning("hub search for %r failed: %s", query, exc)
-            self._show_results([], _sentence(str(exc)), error=True)
-            return
+        logger.warning("hub search for %r failed: %s", query, exc)
+        self._show_results([], _sentence(str(exc)), error=True)
+
+    def _on_searched(self, serial: int, query: str, found: list[HubModel]) -> None:
+        if serial != self._query_serial:
+            return  # the person typed on
         count = len(found)
         plural = "" if count == 1 else "s"
         summary = f"{count} model{plural} for “{query}”." if found else f"Nothing for “{query}”."
@@ -187,20 +191,24 @@ class HubSearch(QWidget):
         serial = self._size_serial
         self._say(f"Checking the size of {model.repo}…")
         endpoint, token, machine = self.endpoint, self.token, self.machine
-        self.tasks.run_in_background(
+        Job(
+            self.tasks,
             lambda: size_result(model, machine, endpoint=endpoint, token=token),
-            lambda future: self._on_sized(serial, model, future),
-        )
+            what=f"size {model.repo}",
+            success=lambda sized: self._on_sized(serial, sized),
+            failure=lambda exc: self._size_failed(serial, model, exc),
+            expected=(Exception,),  # any failure is one line under the box
+        ).run()
 
-    def _on_sized(self, serial: int, model: HubModel, future: Future[SizedResult]) -> None:
+    def _size_failed(self, serial: int, model: HubModel, exc: Exception) -> None:
         if serial != self._size_serial:
-            return
-        try:
-            sized = future.result()
-        except Exception as exc:
-            logger.warning("cannot size %s: %s", model.repo, exc)
-            self._say(_sentence(str(exc)), error=True)
-            self.sized.emit()
+            return  # another result was selected meanwhile
+        logger.warning("cannot size %s: %s", model.repo, exc)
+        self._say(_sentence(str(exc)), error=True)
+        self.sized.emit()
+
+    def _on_sized(self, serial: int, sized: SizedResult) -> None:
+        if serial != self._size_serial:
             return
         self.file_picker.blockSignals(True)
         self.file_picker.clear()

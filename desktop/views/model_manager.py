@@ -1,9 +1,10 @@
 """``ModelManager``: the catalog (with what fits this machine), downloads, imports, deletes,
 and the installed models with the one in use marked and *Use* to switch.
 
-Every store job (download, conversion, GGUF import, delete) runs on the task manager's pool;
-progress reports arrive on that thread and hop to the GUI thread (through the task manager)
-before touching a widget: the bar, the line under it and the catalog's status column.
+Every store job (download, conversion, GGUF import, delete) runs on the task manager's pool
+as a :class:`~desktop.jobs.Job`; progress reports arrive on that thread and hop to the GUI
+thread (through the job) before touching a widget: the bar, the line under it and the
+catalog's status column.
 One job runs at a time; Cancel sets its event and the job stops at its next chunk, keeping a
 download's partial files so the next Download resumes. The store's messages are shown in GUI
 words (:mod:`desktop.store_text`).
@@ -14,10 +15,8 @@ Threading: GUI thread only.
 from __future__ import annotations
 
 import html
-import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.controller import Controller
+from desktop.jobs import Job, unexpected_text
 from desktop.store_text import (
     describe_progress,
     gui_message,
@@ -62,8 +62,6 @@ from engine.store.errors import Cancelled
 from engine.store.progress import Progress
 from engine.store.search import SizedResult
 
-logger = logging.getLogger(__name__)
-
 _FIT_MARKS = {
     "fits": "✓ fits",
     "tight": "⚠ tight",
@@ -78,6 +76,8 @@ _DOING: dict[JobKind, str] = {
     "convert": "Converting",
     "delete": "Deleting",
 }
+# A job's ordinary failures: their words are the message (anything else is a bug).
+_JOB_ERRORS: tuple[type[Exception], ...] = (StoreError, ModelError, OSError)
 _STATUS_COLUMN = 4
 CHECKING_TOOLS = "Checking whether this computer has the conversion tools…"
 
@@ -123,9 +123,22 @@ class ModelManager(QDialog):
         controller.models_changed.connect(self._fill_installed)
         self._fill_installed()  # fills the catalog too
         if machine is None:
-            self.tasks.run_in_background(MachineInfo.detect, self._on_machine)
+            Job(
+                self.tasks,
+                MachineInfo.detect,
+                what="tell what fits this machine",
+                success=self._on_machine,
+                expected=(),  # any failure is logged; the catalog stays without fit marks
+            ).run()
         python = controller.settings.convert_python
-        self.tasks.run_in_background(lambda: check_tools(python), self._on_tools_checked)
+        Job(
+            self.tasks,
+            lambda: check_tools(python),
+            what="tell whether the conversion tools are installed",
+            success=lambda _: self._on_tools_checked(None),
+            failure=self._on_tools_checked,
+            expected=(ConvertToolsMissing,),
+        ).run()
 
     # ---- layout ------------------------------------------------------------------------
 
@@ -239,29 +252,23 @@ class ModelManager(QDialog):
         self._fill_catalog()
         self._sync_buttons()
 
-    def _on_machine(self, future: Future[MachineInfo]) -> None:
-        try:
-            self.machine = future.result()
-        except Exception:
-            logger.exception("cannot tell what fits this machine")
-            return
+    def _on_machine(self, machine: MachineInfo) -> None:
+        self.machine = machine
         self.search.set_machine(self.machine)
         self._fill_catalog()
 
-    def _on_tools_checked(self, future: Future[None]) -> None:
-        try:
-            future.result()
-        except ConvertToolsMissing as exc:
+    def _on_tools_checked(self, exc: Exception | None) -> None:
+        """The tool check ended: ``exc`` is ``None`` when the tools were found."""
+        if exc is None:
+            self.convert_problem = None
+        elif isinstance(exc, ConvertToolsMissing):
             self.convert_problem = (
                 tools_missing(exc.missing, self.controller.settings.paths.config_file)
                 if exc.missing
                 else f"Conversion is not available here. {self._words(exc)}"
             )
-        except Exception as exc:
-            logger.exception("cannot tell whether the conversion tools are installed")
+        else:  # logged with its traceback by the job
             self.convert_problem = f"Conversion is not available here: {exc}"
-        else:
-            self.convert_problem = None
         self._sync_buttons()
 
     # ---- selection ---------------------------------------------------------------------
@@ -418,12 +425,15 @@ class ModelManager(QDialog):
             self._show_entry_status(entry_id)
         self._sync_buttons()
 
-        def report(progress: Progress) -> None:  # job thread: no widgets here
-            self.tasks.run_on_main(lambda: self._show_progress(progress))
-
-        self.tasks.run_in_background(
-            lambda: job(cancel, report), lambda future: self._job_done(kind, title, future)
-        )
+        Job.with_progress(
+            self.tasks,
+            lambda report: job(cancel, report),  # the job's thread: no widgets there
+            self._show_progress,
+            what=f"{kind} {title}",
+            success=lambda stored: self._job_done(kind, title, stored),
+            failure=lambda exc: self._job_failed(kind, title, exc),
+            expected=(Cancelled, *_JOB_ERRORS),
+        ).run()
 
     def _show_progress(self, progress: Progress) -> None:
         if self._job_kind is None:
@@ -436,38 +446,40 @@ class ModelManager(QDialog):
         if self._job_entry is not None:
             self._show_entry_status(self._job_entry)
 
-    def _job_done(self, kind: JobKind, title: str, future: Future[StoredModel | None]) -> None:
+    def _end_job(self) -> bool:
+        """Clear the running job's state; whether it came from the catalog tab."""
         from_catalog = self._job_entry is not None
         self._cancel, self._job_kind, self._job_entry = None, None, None
         self.progress_bar.setRange(0, 1000)
-        outcome: object
-        try:
-            stored = future.result()
-        except Cancelled:
-            outcome = "cancelled"
-            self.progress_bar.reset()  # empty, no "0%"
+        return from_catalog
+
+    def _job_done(self, kind: JobKind, title: str, stored: StoredModel | None) -> None:
+        self._end_job()
+        self.progress_bar.setValue(1000 if stored is not None else 0)
+        if stored is not None:
+            self._say(self._added(stored))
+            self.controller.notify.emit("Model ready", f"{stored.id} was added", False)
+        else:
+            self._say(f"Deleted {title}.")
+        self._after_job(kind, stored)
+
+    def _job_failed(self, kind: JobKind, title: str, exc: Exception) -> None:
+        from_catalog = self._end_job()
+        self.progress_bar.reset()  # empty, no "0%"
+        if isinstance(exc, Cancelled):
             button = "Resume" if from_catalog else "Download"
             resume = f" Click {button} to continue where it stopped." if kind == "download" else ""
             self._say(f"The {kind} of {title} was cancelled.{resume}")
-        except (StoreError, ModelError, OSError) as exc:
-            outcome = self._words(exc)
-            self.progress_bar.reset()  # empty, no "0%"
-            self._say(f"Could not {kind} {title}. {outcome}")
-            self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
-        except Exception as exc:
-            logger.exception("%s of %s failed", kind, title)
-            outcome = f"Something unexpected went wrong: {exc} (the log has the details)."
-            self.progress_bar.reset()  # empty, no "0%"
-            self._say(f"Could not {kind} {title}. {outcome}")
-            self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
-        else:
-            outcome = stored
-            self.progress_bar.setValue(1000 if stored is not None else 0)
-            if stored is not None:
-                self._say(self._added(stored))
-                self.controller.notify.emit("Model ready", f"{stored.id} was added", False)
-            else:
-                self._say(f"Deleted {title}.")
+            self._after_job(kind, "cancelled")
+            return
+        # An unexpected error was logged with its traceback by the job.
+        outcome = self._words(exc) if isinstance(exc, _JOB_ERRORS) else unexpected_text(exc)
+        self._say(f"Could not {kind} {title}. {outcome}")
+        self.controller.notify.emit(f"{kind.capitalize()} failed", outcome, True)
+        self._after_job(kind, outcome)
+
+    def _after_job(self, kind: JobKind, outcome: object) -> None:
+        """After any job: show the store as it is now and say how the job ended."""
         self.controller.refresh_models()
         self._fill_installed()
         if isinstance(outcome, StoredModel):
