@@ -26,14 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import psutil
 
 from engine.settings import Settings
-
-if TYPE_CHECKING:
-    from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.unloads import UnloadReason
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +75,14 @@ def pressure_threshold_mb(settings: Settings, total_mb: int) -> int | None:
     return max(AUTO_MIN_MB, min(AUTO_MAX_MB, int(total_mb * AUTO_FRACTION)))
 
 
+class IdleModels(Protocol):
+    """What the watch asks of the scheduler (:class:`engine.supervisor.scheduler.Scheduler`)."""
+
+    def idle_models(self) -> list[tuple[str, float]]: ...
+
+    def unload(self, model_id: str, reason: str = ..., cause: UnloadReason = ...) -> bool: ...
+
+
 class PressureWatch:
     """Unloads idle models of ``scheduler`` under memory pressure or on battery.
 
@@ -90,7 +96,7 @@ class PressureWatch:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: IdleModels,
         settings: Settings,
         *,
         read: Callable[[], SystemReading] = read_system,
