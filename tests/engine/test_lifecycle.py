@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from engine.models import spec_from_path
-from engine.settings import load_settings
+from engine.runtime import Runtime
+from engine.settings import Settings, load_settings
 from engine.supervisor.client import EngineClient
 from engine.supervisor.states import IDLE, READY
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams
@@ -25,11 +26,15 @@ from tests.engine.held import collect_unloading_after_lookup
 GREEDY = SamplingParams(temperature=0)
 
 
-def make_client(home: Path, idle_seconds: float) -> EngineClient:
+def _settings(home: Path, idle_seconds: float) -> Settings:
     env = {"SIDELIGHT_HOME": str(home), "SIDELIGHT_IDLE_UNLOAD_SECONDS": str(idle_seconds)}
     settings = load_settings(env)
     settings.paths.ensure()
-    return EngineClient(settings)
+    return settings
+
+
+def make_client(home: Path, idle_seconds: float) -> EngineClient:
+    return EngineClient(_settings(home, idle_seconds))
 
 
 def load_tiny(client: EngineClient, tiny_model: Path) -> int:
@@ -157,18 +162,26 @@ def test_a_model_unloaded_between_lookup_and_submit_is_loaded_again(
 ) -> None:
     """The idle timer may end the worker between the pipeline's model lookup and its submit
     (another thread); the request then loads the model again instead of failing. The timer
-    firing at that moment is forced by calling release() right after the lookup."""
+    firing at that moment is forced by calling release() right after the lookup. The demo
+    model is the runtime's default model; its client is the one the idle timer runs on."""
     from engine.server.pipeline import Pipeline
 
-    client = make_client(sidelight_home, -1)
-    client.start()
+    runtime = Runtime(_settings(sidelight_home, -1))
+    runtime.start()
     try:
-        pid = load_tiny(client, tiny_model)
+        demo = spec_from_path(tiny_model)
+        runtime.default.load(demo)
+        status = runtime.default.wait_for({READY}, 120)
+        assert status.state == READY, status.message
+        client = runtime.scheduler.running(demo.id)
+        assert client is not None
+        pid = status.worker_pid
+        assert pid is not None
         reply, released = collect_unloading_after_lookup(
-            Pipeline(client), lambda name: client.release("idle")
+            Pipeline(runtime.engine), lambda name: client.release("idle")
         )
         assert released == [True]
         assert reply.done.usage.completion_tokens > 0
         assert client.status().worker_pid != pid
     finally:
-        client.close()
+        runtime.close()

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from engine.models import spec_from_path
+from engine.runtime import Runtime
 from engine.settings import Settings, SettingsError, load_settings
 from engine.supervisor.pressure import PressureWatch, SystemReading, pressure_threshold_mb
 from engine.supervisor.scheduler import Scheduler
@@ -40,16 +41,21 @@ def settings(sidelight_home: Path) -> Settings:
 
 
 @pytest.fixture
-def scheduler(settings: Settings, tiny_model: Path) -> Iterator[Scheduler]:
+def runtime(settings: Settings, tiny_model: Path) -> Iterator[Runtime]:
     """The demo model (the default) and the code model, both loaded and idle."""
-    scheduler = Scheduler(settings)
-    scheduler.start()
-    scheduler.load(spec_from_path(tiny_model))
-    assert scheduler.wait_for({READY}, 120).state == READY
+    runtime = Runtime(settings)
+    runtime.start()
+    runtime.default.load(spec_from_path(tiny_model))
+    assert runtime.default.wait_for({READY}, 120).state == READY
     coder = spec_from_path(TINY_CODER, model_id=CODER)
-    assert scheduler.acquire(coder, None, 120).status().state == READY
-    yield scheduler
-    scheduler.close()
+    assert runtime.scheduler.acquire(coder, None, 120).status().state == READY
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def scheduler(runtime: Runtime) -> Scheduler:
+    return runtime.scheduler
 
 
 def _watch(
@@ -63,7 +69,7 @@ def _loaded(scheduler: Scheduler) -> set[str]:
 
 
 def test_memory_pressure_unloads_idle_models_one_at_a_time_default_last(
-    scheduler: Scheduler, settings: Settings
+    runtime: Runtime, scheduler: Scheduler, settings: Settings
 ) -> None:
     readings = [PLENTY]
     watch = _watch(scheduler, settings, readings)
@@ -85,7 +91,7 @@ def test_memory_pressure_unloads_idle_models_one_at_a_time_default_last(
         ("sidelight-demo", "memory_pressure"),
     ]
     assert "100 MB of memory available, below 819 MB" in events[0].message
-    status = scheduler.status()  # the default model is out, healthy, and says why
+    status = runtime.default.status()  # the default model is out, healthy, and says why
     assert status.state == "idle" and status.unloaded == events[1].message
 
 

@@ -1,9 +1,10 @@
 """The scheduler in process, on real workers and the tiny models (no server).
 
-Each model gets a worker of its own; the default view keeps the one-model status; a model
-evicted (or unloaded) between the pipeline's lookup and its submit is loaded again rather
-than failing; an explicit unload refuses while a request runs (held in flight by stopping
-its worker with SIGSTOP, as a debugger would, until SIGCONT).
+Each model gets a worker of its own; the default model's view (engine.runtime.DefaultModel)
+keeps the one-model status; a model evicted (or unloaded) between the pipeline's lookup and
+its submit is loaded again rather than failing; an explicit unload refuses while a request
+runs (held in flight by stopping its worker with SIGSTOP, as a debugger would, until
+SIGCONT).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import psutil
 import pytest
 
 from engine.models import ModelSpec, spec_from_path
-from engine.settings import load_settings
-from engine.supervisor import scheduler as scheduler_module
+from engine.runtime import DefaultModel, Runtime
+from engine.runtime import default_model as default_model_module
+from engine.settings import Settings, load_settings
 from engine.supervisor.budget import WORKER_BASE_MB, estimated_mb
 from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import ERROR, IDLE, READY, STOPPED, EngineStatus, EngineUnavailable
@@ -30,22 +32,37 @@ from tests.engine.held import collect_unloading_after_lookup, finish_reason, hel
 GREEDY = SamplingParams(temperature=0)
 
 
-@pytest.fixture
-def scheduler(sidelight_home: Path) -> Iterator[Scheduler]:
-    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+def _runtime(settings: Settings) -> Runtime:
+    """A started runtime: its scheduler, and the default model's view over it."""
     settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
-    yield scheduler
-    scheduler.close()
+    runtime = Runtime(settings)
+    runtime.start()
+    return runtime
+
+
+@pytest.fixture
+def runtime(sidelight_home: Path) -> Iterator[Runtime]:
+    runtime = _runtime(load_settings({"SIDELIGHT_HOME": str(sidelight_home)}))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def scheduler(runtime: Runtime) -> Scheduler:
+    return runtime.scheduler
+
+
+@pytest.fixture
+def default(runtime: Runtime) -> DefaultModel:
+    return runtime.default
 
 
 def test_each_model_has_its_own_worker_and_the_default_view_stays(
-    scheduler: Scheduler, tiny_model: Path
+    scheduler: Scheduler, default: DefaultModel, tiny_model: Path
 ) -> None:
     demo = spec_from_path(tiny_model)
-    scheduler.load(demo)
-    assert scheduler.wait_for({READY}, 120).state == READY
+    default.load(demo)
+    assert default.wait_for({READY}, 120).state == READY
     coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
     client = scheduler.acquire(coder, None, 120)
     assert client.status().state == READY
@@ -54,7 +71,7 @@ def test_each_model_has_its_own_worker_and_the_default_view_stays(
     assert models[demo.id].default and not models["tiny-coder"].default
     assert models[demo.id].worker_pid != models["tiny-coder"].worker_pid
     assert all(m.memory_mb and not m.memory_estimated for m in models.values())
-    status = scheduler.status()  # the default model's, as /health's top level shows it
+    status = default.status()  # the default model's, as /health's top level shows it
     assert status.model is not None and status.model.id == demo.id
     assert scheduler.running(" TINY-CODER ") is client  # ids: any case, spaces trimmed
     assert scheduler.unload("tiny-coder")
@@ -63,25 +80,27 @@ def test_each_model_has_its_own_worker_and_the_default_view_stays(
 
 
 def test_a_model_evicted_between_lookup_and_submit_is_loaded_again(
-    scheduler: Scheduler, tiny_model: Path
+    runtime: Runtime, scheduler: Scheduler, default: DefaultModel, tiny_model: Path
 ) -> None:
     from engine.server.pipeline import Pipeline
 
-    scheduler.load(spec_from_path(tiny_model))
-    assert scheduler.wait_for({READY}, 120).state == READY
-    old_pid = scheduler.status().worker_pid
+    default.load(spec_from_path(tiny_model))
+    assert default.wait_for({READY}, 120).state == READY
+    old_pid = default.status().worker_pid
     reply, unloaded = collect_unloading_after_lookup(
-        Pipeline(scheduler), lambda name: scheduler.unload(name, "evicted")
+        Pipeline(runtime.engine), lambda name: scheduler.unload(name, "evicted")
     )
     assert unloaded == [True]
     assert reply.done.finish_reason in ("stop", "length")
     assert reply.done.usage.completion_tokens > 0
-    assert scheduler.status().worker_pid not in (None, old_pid)
+    assert default.status().worker_pid not in (None, old_pid)
 
 
-def test_unload_refuses_while_a_request_runs(scheduler: Scheduler, tiny_model: Path) -> None:
-    scheduler.load(spec_from_path(tiny_model))
-    assert scheduler.wait_for({READY}, 120).state == READY
+def test_unload_refuses_while_a_request_runs(
+    scheduler: Scheduler, default: DefaultModel, tiny_model: Path
+) -> None:
+    default.load(spec_from_path(tiny_model))
+    assert default.wait_for({READY}, 120).state == READY
 
     async def run() -> tuple[bool, str]:
         client = scheduler.running("sidelight-demo")
@@ -115,16 +134,16 @@ def _ended(pid: int) -> bool:
 
 
 def test_a_former_default_models_spare_worker_ends_when_another_model_is_the_default(
-    scheduler: Scheduler, tiny_model: Path
+    scheduler: Scheduler, default: DefaultModel, tiny_model: Path
 ) -> None:
     """The default model's spare worker (kept after an idle unload so the next request
     loads it there) must end once another model becomes the default: nothing else ever
     ends it, and /api/ps and the tray never show it."""
-    scheduler.load(spec_from_path(tiny_model))
-    assert scheduler.wait_for({READY}, 120).state == READY
+    default.load(spec_from_path(tiny_model))
+    assert default.wait_for({READY}, 120).state == READY
     spare = _spare_of_default(scheduler)
-    scheduler.load(spec_from_path(TINY_CODER, model_id="tiny-coder"))
-    status = scheduler.wait_for({READY}, 120)
+    default.load(spec_from_path(TINY_CODER, model_id="tiny-coder"))
+    status = default.wait_for({READY}, 120)
     assert status.state == READY and status.model is not None
     assert status.model.id == "tiny-coder"
     assert _ended(spare)
@@ -142,20 +161,18 @@ def test_a_spare_worker_costs_what_it_holds_not_its_models_estimate(
     coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
     # Room for the coder and an empty worker, not for two models' KV-cache budgets.
     room = estimated_mb(coder, settings) + WORKER_BASE_MB * 3
-    settings = replace(settings, memory_budget_mb=room)
-    settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
+    runtime = _runtime(replace(settings, memory_budget_mb=room))
+    scheduler = runtime.scheduler
     try:
-        scheduler.load(spec_from_path(tiny_model))
-        assert scheduler.wait_for({READY}, 120).state == READY
+        runtime.default.load(spec_from_path(tiny_model))
+        assert runtime.default.wait_for({READY}, 120).state == READY
         spare = _spare_of_default(scheduler)
         assert scheduler.acquire(coder, None, 120).status().state == READY
         evicted = [e for e in scheduler.recent_unloads() if e.reason == "evicted"]
         assert evicted == []
         assert not _ended(spare)
     finally:
-        scheduler.close()
+        runtime.close()
 
 
 def test_no_worker_starts_after_close_while_a_load_evicts(
@@ -166,12 +183,10 @@ def test_no_worker_starts_after_close_while_a_load_evicts(
     end it. The close is made to happen then by a status listener on the evicted model."""
     # A budget nothing fits in: the first model loads anyway, the next evicts it.
     settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
-    settings = replace(settings, memory_budget_mb=1)
-    settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
-    scheduler.load(spec_from_path(tiny_model))
-    assert scheduler.wait_for({READY}, 120).state == READY
+    runtime = _runtime(replace(settings, memory_budget_mb=1))
+    scheduler = runtime.scheduler
+    runtime.default.load(spec_from_path(tiny_model))
+    assert runtime.default.wait_for({READY}, 120).state == READY
     victim = scheduler.running("sidelight-demo")
     assert victim is not None
     closed: list[bool] = []
@@ -187,7 +202,7 @@ def test_no_worker_starts_after_close_while_a_load_evicts(
         with pytest.raises(EngineUnavailable):
             scheduler.acquire(spec_from_path(TINY_CODER, model_id="tiny-coder"), None, 120)
     finally:
-        scheduler.close()
+        runtime.close()
     assert closed == [True]
     started = [p for p in psutil.Process().children() if p.pid not in before]
     assert all(_ended(p.pid) for p in started), started
@@ -231,13 +246,11 @@ def test_a_model_loaded_again_in_its_spare_worker_makes_room_like_a_new_one(
     # Room for one model's estimate and an empty worker (~35 MB), not for a loaded model
     # (~150 MB) beside it.
     room = estimated_mb(demo, settings) + WORKER_BASE_MB // 2
-    settings = replace(settings, memory_budget_mb=room)
-    settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
+    runtime = _runtime(replace(settings, memory_budget_mb=room))
+    scheduler = runtime.scheduler
     try:
-        scheduler.load(demo)
-        assert scheduler.wait_for({READY}, 120).state == READY
+        runtime.default.load(demo)
+        assert runtime.default.wait_for({READY}, 120).state == READY
         _spare_of_default(scheduler)
         assert scheduler.acquire(coder, None, 120).status().state == READY
         assert scheduler.acquire(demo, None, 120).status().state == READY
@@ -245,7 +258,7 @@ def test_a_model_loaded_again_in_its_spare_worker_makes_room_like_a_new_one(
         gone = [(e.model_id, e.reason) for e in scheduler.recent_unloads()]
         assert ("tiny-coder", "evicted") in gone
     finally:
-        scheduler.close()
+        runtime.close()
 
 
 def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
@@ -309,18 +322,16 @@ def test_a_second_request_while_the_first_starts_the_worker_waits_for_that_load(
 def test_a_default_model_that_could_not_be_placed_is_an_error_not_an_unload(
     sidelight_home: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A default model that never got its room was never loaded: the default view (/health,
-    the tray) says "could not load <id>: <why>" in state ``error``, as a worker's own failed
-    load does, not a healthy ``idle`` "<id> was unloaded". A default model loaded and then
-    unloaded still says that. The room is held by a model whose request is in flight
+    """A default model that never got its room was never loaded: the default model's view
+    (engine.runtime.DefaultModel: /health, the tray) says "could not load <id>: <why>" in
+    state ``error``, as a worker's own failed load does, not a healthy ``idle`` "<id> was
+    unloaded". A default model loaded and then unloaded still says that. The room is held by a model whose request is in flight
     (its worker stopped with SIGSTOP) under a 1 MB budget; the placement's wait for room
     (at least ten minutes) is cut to nothing so no room comes at once."""
-    monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 0.0)
+    monkeypatch.setattr(default_model_module, "PLACE_WAIT_SECONDS", 0.0)
     settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
-    settings = replace(settings, memory_budget_mb=1, load_wait_seconds=0.0)
-    settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
+    runtime = _runtime(replace(settings, memory_budget_mb=1, load_wait_seconds=0.0))
+    scheduler, default = runtime.scheduler, runtime.default
     demo = spec_from_path(tiny_model)
     coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
 
@@ -328,8 +339,8 @@ def test_a_default_model_that_could_not_be_placed_is_an_error_not_an_unload(
         client = await asyncio.to_thread(scheduler.acquire, coder, None, 120)
         assert client.status().state == READY
         async with held_request(client, 300) as stream:
-            scheduler.load(demo)
-            status = await asyncio.to_thread(scheduler.wait_for, {ERROR, IDLE}, 120)
+            default.load(demo)
+            status = await asyncio.to_thread(default.wait_for, {ERROR, IDLE}, 120)
         assert await finish_reason(stream) == "length"
         return status
 
@@ -341,15 +352,15 @@ def test_a_default_model_that_could_not_be_placed_is_an_error_not_an_unload(
         assert status.unloaded is None
         assert status.model is not None and status.model.id == demo.id
 
-        monkeypatch.setattr(scheduler_module, "PLACE_WAIT_SECONDS", 120.0)
-        scheduler.load(demo)  # the coder is idle now: evicted for it
-        assert scheduler.wait_for({READY, ERROR}, 120).state == READY
-        assert scheduler.release("idle")
-        status = scheduler.status()
+        monkeypatch.setattr(default_model_module, "PLACE_WAIT_SECONDS", 120.0)
+        default.load(demo)  # the coder is idle now: evicted for it
+        assert default.wait_for({READY, ERROR}, 120).state == READY
+        assert default.release("idle")
+        status = default.status()
         assert (status.state, status.unloaded) == (IDLE, "idle")
         assert status.message == f"{demo.id} was unloaded (idle)"
     finally:
-        scheduler.close()
+        runtime.close()
 
 
 def test_a_request_waiting_for_a_load_that_is_unloaded_loads_the_model_again(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.models import spec_from_path
+from engine.runtime import Runtime
 from engine.settings import load_settings
 from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import READY
@@ -25,20 +26,25 @@ from engine.supervisor.unloads import UnloadEvent, UnloadLog
 from tests.conftest import TINY_CODER
 
 
-def _scheduler(home: Path, **config: str) -> Scheduler:
+def _runtime(home: Path, **config: str) -> Runtime:
     env = {"SIDELIGHT_HOME": str(home), **config}
     settings = load_settings(env)
     settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
-    return scheduler
+    runtime = Runtime(settings)
+    runtime.start()
+    return runtime
 
 
 @pytest.fixture
-def scheduler(sidelight_home: Path) -> Iterator[Scheduler]:
-    scheduler = _scheduler(sidelight_home)
-    yield scheduler
-    scheduler.close()
+def runtime(sidelight_home: Path) -> Iterator[Runtime]:
+    runtime = _runtime(sidelight_home)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def scheduler(runtime: Runtime) -> Scheduler:
+    return runtime.scheduler
 
 
 def _wait_events(heard: list[UnloadEvent], count: int, timeout: float = 60) -> None:
@@ -49,14 +55,14 @@ def _wait_events(heard: list[UnloadEvent], count: int, timeout: float = 60) -> N
 
 
 def test_each_way_a_model_goes_is_recorded_once_with_its_reason(
-    scheduler: Scheduler, tiny_model: Path
+    runtime: Runtime, scheduler: Scheduler, tiny_model: Path
 ) -> None:
     heard: list[UnloadEvent] = []
     scheduler.add_unload_listener(heard.append)
     demo = spec_from_path(tiny_model)
     coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
-    scheduler.load(demo)
-    assert scheduler.wait_for({READY}, 120).state == READY
+    runtime.default.load(demo)
+    assert runtime.default.wait_for({READY}, 120).state == READY
 
     client = scheduler.acquire(coder, None, 120)
     client.set_keep_alive(0)  # as an Ollama request's keep_alive 0 does, once idle
@@ -90,12 +96,13 @@ def test_each_way_a_model_goes_is_recorded_once_with_its_reason(
 def test_eviction_names_the_model_that_needed_the_room(
     sidelight_home: Path, tiny_model: Path
 ) -> None:
-    scheduler = _scheduler(sidelight_home, SIDELIGHT_MEMORY_BUDGET_MB="1")
+    runtime = _runtime(sidelight_home, SIDELIGHT_MEMORY_BUDGET_MB="1")
+    scheduler = runtime.scheduler
     try:
         heard: list[UnloadEvent] = []
         scheduler.add_unload_listener(heard.append)
-        scheduler.load(spec_from_path(tiny_model))
-        assert scheduler.wait_for({READY}, 120).state == READY
+        runtime.default.load(spec_from_path(tiny_model))
+        assert runtime.default.wait_for({READY}, 120).state == READY
         coder = spec_from_path(TINY_CODER, model_id="tiny-coder")
         assert scheduler.acquire(coder, None, 120).status().state == READY
         _wait_events(heard, 1)
@@ -104,7 +111,7 @@ def test_eviction_names_the_model_that_needed_the_room(
         ]
         assert "made room for another model" in heard[0].text()
     finally:
-        scheduler.close()
+        runtime.close()
 
 
 def test_the_recent_list_is_bounded() -> None:
