@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -72,7 +72,12 @@ class Scripted:
 
 @dataclass
 class FakeEngine:
-    """Implements :class:`engine.server.pipeline.engine.EngineLike` from a script."""
+    """Implements :class:`engine.server.pipeline.engine.EngineLike` from a script.
+
+    It is also its one model's :class:`engine.server.pipeline.engine.ModelEngine` (what
+    :meth:`acquire` and :meth:`running` return): the fake has one worker, whatever the
+    model. It is never busy, so :meth:`unload` of the loaded model always succeeds.
+    """
 
     model: ModelSpec | None = field(default_factory=lambda: fake_spec("fake-model"))
     chat_template: str | None = None
@@ -125,7 +130,8 @@ class FakeEngine:
         return None
 
     def release(self, reason: str = "unloaded") -> bool:
-        self.unload()
+        """The worker's own unload (:class:`ModelEngine`): ends whatever it holds."""
+        self._drop()
         return True
 
     def script(self, *pieces: str, **options: object) -> None:
@@ -148,12 +154,17 @@ class FakeEngine:
         self.model = spec
         self.state = {"ready": READY, "slow": LOADING, "error": ERROR}[self.load_outcome]
 
-    def unload(self) -> None:
+    def unload(self, model_id: str, reason: str = "unloaded") -> bool:
+        """End ``model_id``'s worker (:class:`EngineLike`); False when it is not loaded."""
+        wanted = model_id.strip().lower()
+        if self.model is None or self.state == IDLE or self.model.id.lower() != wanted:
+            return False
+        self._drop()
+        return True
+
+    def _drop(self) -> None:
         self.model = None
         self.state = IDLE
-
-    def wait_for(self, states: Collection[str], timeout: float) -> EngineStatus:
-        return self.status()  # a fake load has finished (or never will)
 
     def submit(self, request: GenerationRequest) -> FakeStream:
         if self.state != READY:

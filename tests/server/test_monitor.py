@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from engine.server.app import create_app
+from engine.runtime import Runtime
 from engine.server.monitor import RequestLog, RequestMonitor, curl_command
 from engine.server.monitor.record import OpenRequest
 from engine.settings import Settings, load_settings
@@ -28,12 +29,17 @@ def make_settings(home: Path, **overrides: object) -> Settings:
     return load_settings({"SIDELIGHT_HOME": str(home)}).with_overrides(**overrides)
 
 
-def app_client(
+@asynccontextmanager
+async def app_client(
     settings: Settings, client: tuple[str, int] = ("127.0.0.1", 50000)
-) -> httpx.AsyncClient:
-    app = create_app(settings, EngineClient(settings))
-    transport = httpx.ASGITransport(app=app, client=client)
-    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:11680")
+) -> AsyncIterator[httpx.AsyncClient]:
+    runtime = Runtime(settings)
+    try:
+        transport = httpx.ASGITransport(app=runtime.build_app(), client=client)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:11680") as c:
+            yield c
+    finally:
+        runtime.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from engine.gguf import read_metadata
 from engine.models import spec_from_path
+from engine.runtime import Runtime
 from engine.server.lmstudio import model_entry
 from engine.server.model_info import FIM_TOKENS, ModelInfo, describe
 from engine.server.monitor.monitor import bind, unbind
@@ -19,7 +20,6 @@ from engine.server.ollama import protocol, serving
 from engine.server.ollama.output import Piece, check_request, format_schema, piece
 from engine.server.pipeline import GenerateRequest, Pipeline
 from engine.settings import load_settings
-from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import READY
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 from tests.server.fake_engine import FakeEngine
@@ -217,18 +217,18 @@ async def test_listing_the_running_models_names_no_requested_model(
     one it records. Real scheduler and worker, the tiny model loaded."""
     settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
     settings.paths.ensure()
-    scheduler = Scheduler(settings)
-    scheduler.start()
+    runtime = Runtime(settings)
+    runtime.start()
     try:
-        scheduler.load(spec_from_path(tiny_model))
-        assert (await asyncio.to_thread(scheduler.wait_for, {READY}, 120)).state == READY
+        runtime.default.load(spec_from_path(tiny_model))
+        assert (await asyncio.to_thread(runtime.default.wait_for, {READY}, 120)).state == READY
         request = OpenRequest(dialect="ollama", method="GET", route="/api/ps")
         token = bind(request)
         try:
-            listed = await serving.OllamaServing(Pipeline(scheduler)).ps()
+            listed = await serving.OllamaServing(Pipeline(runtime.engine)).ps()
         finally:
             unbind(token)
         assert [entry["name"] for entry in listed["models"]] == ["sidelight-demo:latest"]
         assert (request.requested_model, request.model) == (None, None)
     finally:
-        await asyncio.to_thread(scheduler.close)
+        await asyncio.to_thread(runtime.close)

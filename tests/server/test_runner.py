@@ -23,8 +23,10 @@ async def _nodelay(request: Request) -> PlainTextResponse:
     """Report TCP_NODELAY of this request's own connection (found among live sockets)."""
     port = request.scope["client"][1]
     for sock in _connection_sockets():
-        if sock.getpeername()[1] == port:
-            return PlainTextResponse(str(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+        with contextlib.suppress(OSError):  # another thread may close it meanwhile
+            if sock.getpeername()[1] == port:
+                nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                return PlainTextResponse(str(nodelay))
     return PlainTextResponse("not found")
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.server.app import create_app
+from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
-from engine.supervisor.client import EngineClient
 
 
 def make_settings(home: Path, **overrides: object) -> Settings:
@@ -24,10 +23,13 @@ def make_settings(home: Path, **overrides: object) -> Settings:
 @pytest.fixture
 async def client(sidelight_home: Path) -> AsyncIterator[httpx.AsyncClient]:
     settings = make_settings(sidelight_home, max_body_bytes=4096)
-    app = create_app(settings, EngineClient(settings))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:11680") as c:
-        yield c
+    runtime = Runtime(settings)
+    try:
+        transport = httpx.ASGITransport(app=runtime.build_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:11680") as c:
+            yield c
+    finally:
+        runtime.close()
 
 
 def assert_openai_error(response: httpx.Response, status: int) -> dict[str, object]:
@@ -126,16 +128,19 @@ async def test_invalid_fields_are_400_naming_the_field(
 
 async def test_api_key_required_when_set(sidelight_home: Path) -> None:
     settings = make_settings(sidelight_home, api_key="s3cret")
-    app = create_app(settings, EngineClient(settings))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-        missing = await c.get("/v1/models")
-        assert_openai_error(missing, 401)
-        wrong = await c.get("/v1/models", headers={"Authorization": "Bearer nope"})
-        assert_openai_error(wrong, 401)
-        right = await c.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
-        assert right.status_code == 200
-        assert (await c.get("/health")).status_code == 503  # open, but no model yet
+    runtime = Runtime(settings)
+    try:
+        transport = httpx.ASGITransport(app=runtime.build_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            missing = await c.get("/v1/models")
+            assert_openai_error(missing, 401)
+            wrong = await c.get("/v1/models", headers={"Authorization": "Bearer nope"})
+            assert_openai_error(wrong, 401)
+            right = await c.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+            assert right.status_code == 200
+            assert (await c.get("/health")).status_code == 503  # open, but no model yet
+    finally:
+        runtime.close()
 
 
 @pytest.mark.parametrize(
