@@ -7,8 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -21,6 +21,7 @@ from desktop.state import DesktopState
 from engine.store.catalog import Catalog, MachineInfo
 from tests.conftest import ROOT
 from tests.desktop.test_settings_dialog import free_port
+from tests.waiting import wait_until
 
 
 def test_second_instance_signals_the_first(qtbot: QtBot, tmp_path: Path) -> None:
@@ -48,20 +49,21 @@ def test_sidelight_starts_the_tray_app_once_and_quits_on_ctrl_c(tmp_path: Path) 
     command = [sys.executable, "-m", "engine.cli"]
     with (tmp_path / "stderr.txt").open("w") as stderr:
         first = subprocess.Popen(command, env=env, cwd=ROOT, stderr=stderr)
+
+    def ready() -> dict[str, Any] | None:
+        assert first.poll() is None, (tmp_path / "stderr.txt").read_text()
+        try:
+            health: dict[str, Any] = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+        except httpx.HTTPError:
+            return None
+        return health if health["status"] == "ready" else None
+
     try:
-        deadline = time.monotonic() + 60
-        health = None
-        while time.monotonic() < deadline and first.poll() is None:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
-                if health["status"] == "ready":
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        assert health is not None and health["status"] == "ready", (
-            health,
-            (tmp_path / "stderr.txt").read_text(),
+        health = wait_until(
+            ready,
+            lambda: f"the app's server ready:\n{(tmp_path / 'stderr.txt').read_text()}",
+            60,
+            interval=0.2,
         )
         assert health["model"] == "sidelight-demo"
         worker = psutil.Process(health["worker_pid"])
@@ -71,9 +73,9 @@ def test_sidelight_starts_the_tray_app_once_and_quits_on_ctrl_c(tmp_path: Path) 
         )
         assert second.returncode == 0, second.stderr
         log = tmp_path / "home" / "logs" / "sidelight.log"
-        deadline = time.monotonic() + 10
-        while "another launch asked" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(
+            lambda: "another launch asked" in log.read_text(), "the second launch logged", 10
+        )
         assert "another launch asked for the chat window" in log.read_text()
 
         first.send_signal(signal.SIGINT)

@@ -9,8 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from engine.models import ModelTask
 from engine.settings import load_settings
 from engine.store.facts import folder_size
 from engine.store.manifest import Manifest, Source, write_manifest
+from tests.waiting import wait_until
 
 TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
 TINY_RERANK = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-rerank"
@@ -95,30 +95,39 @@ class ServerProcess:
 
     def wait_answering(self, timeout: float = 180.0) -> httpx.Response:
         """The first /health answer, whatever it says (the model may still be loading)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.output()}")
+
+        def answer() -> httpx.Response | None:
+            self._check_running()
             try:
                 return httpx.get(f"{self.base_url}/health", timeout=2)
             except httpx.HTTPError:
-                time.sleep(0.1)
-        raise TimeoutError(f"server not answering after {timeout}s:\n{self.output()}")
+                return None
+
+        return wait_until(answer, self._late("server answering"), timeout, interval=0.1)
 
     def wait_ready(self, timeout: float = 180.0) -> dict[str, object]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.output()}")
+        """/health's body once it is 200 (the default model loaded)."""
+
+        def ready() -> dict[str, object] | None:
+            self._check_running()
             try:
                 response = httpx.get(f"{self.base_url}/health", timeout=2)
-                if response.status_code == 200:
-                    body: dict[str, object] = response.json()
-                    return body
             except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"server not ready after {timeout}s:\n{self.output()}")
+                return None
+            if response.status_code != 200:
+                return None
+            body: dict[str, object] = response.json()
+            return body
+
+        return wait_until(ready, self._late("server ready"), timeout, interval=0.2)
+
+    def _check_running(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{self.output()}")
+
+    def _late(self, what: str) -> Callable[[], str]:
+        """A failure message for a wait, with the server's output when it is written."""
+        return lambda: f"{what}:\n{self.output()}"
 
     def health(self) -> httpx.Response:
         return httpx.get(f"{self.base_url}/health", timeout=5)

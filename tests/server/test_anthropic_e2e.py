@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -21,17 +20,12 @@ import pytest
 from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
 
 from tests.conftest import dialogue
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 MODEL = "sidelight-demo"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path_factory.mktemp("anthropic-home"), tiny_model) as proc:
-        yield proc
 
 
 @pytest.fixture

@@ -20,19 +20,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("node") is None, reason="Claude Code needs Node.js to install"),
 ]
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 CLAUDE_BIN = ROOT / "tests" / "agents" / "claude" / "node_modules" / ".bin"
 MODEL = "sidelight-demo"
@@ -43,12 +43,6 @@ def claude_cli() -> str:
     found = shutil.which("claude", path=str(CLAUDE_BIN))
     assert found, "Claude Code is not installed: run python3 packaging/dev.py test (npm ci)"
     return found
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path_factory.mktemp("claude-home"), tiny_model) as proc:
-        yield proc
 
 
 def run_claude(

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import dialogue
 from tests.server.harness import ServerProcess, free_port, running_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -84,16 +85,16 @@ def test_no_subcommand_without_a_display_serves_the_demo(sidelight_home: Path) -
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli"], env=env, stderr=subprocess.PIPE, text=True
     )
+
+    def ready() -> httpx.Response | None:
+        try:
+            health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+        except httpx.HTTPError:
+            return None
+        return health if health.status_code == 200 else None
+
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                if health.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        health = wait_until(ready, "the headless launch serving", 120, interval=0.2)
         assert health.json()["model"] == "sidelight-demo"
     finally:
         proc.send_signal(signal.SIGTERM)

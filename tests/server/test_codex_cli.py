@@ -20,16 +20,21 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("node") is None, reason="Codex CLI runs on Node.js, which is not installed"
+    ),
+]
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 CODEX = ROOT / "tests" / "agents" / "codex" / "node_modules" / ".bin" / "codex"
 
@@ -89,13 +94,9 @@ def codex_exec(
     return result, last.read_text(encoding="utf-8") if last.exists() else ""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    if shutil.which("node") is None:
-        pytest.skip("Codex CLI runs on Node.js, which is not installed")
+@pytest.fixture(scope="module", autouse=True)
+def _codex_installed() -> None:
     assert CODEX.exists(), "Codex CLI is missing: run `npm ci` in tests/agents/codex"
-    with running_server(tmp_path_factory.mktemp("codex-home"), tiny_model) as proc:
-        yield proc
 
 
 def test_codex_exec_prints_the_models_reply(

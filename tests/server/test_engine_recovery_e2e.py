@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +17,11 @@ import openai
 import pytest
 
 from tests.server.harness import ServerProcess, running_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path_factory.mktemp("serve-home"), tiny_model) as proc:
-        yield proc
+# ``server`` is the package's shared one (tests/server/conftest.py), which these tests only
+# read; the crash test kills workers, so it starts a server of its own.
 
 
 def _deep_tools(levels: int) -> list[dict[str, Any]]:
@@ -89,10 +84,11 @@ def test_health_brings_the_engine_back_after_repeated_crashes(
 
 def _next_worker(proc: ServerProcess, old: int) -> int:
     """Poll /health until a worker other than ``old`` serves (each poll may revive one)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def new_pid() -> int | None:
         body = proc.health().json()
         if body["status"] == "ready" and body["worker_pid"] not in (None, old):
             return int(body["worker_pid"])
-        time.sleep(0.2)
-    raise AssertionError(f"no new worker: {proc.health().json()}")
+        return None
+
+    return wait_until(new_pid, lambda: f"a new worker: {proc.health().json()}", 60, interval=0.2)

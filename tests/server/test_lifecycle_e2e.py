@@ -6,7 +6,6 @@ The model is unloaded by ending its worker process, so the test reads the worker
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ import psutil
 import pytest
 
 from tests.server.harness import ServerProcess, running_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -62,25 +62,23 @@ def test_keep_alive_zero_frees_the_memory_and_a_request_reloads(server: ServerPr
     loaded_rss = psutil.Process(old_pid).memory_info().rss
     unload = generate(server, keep_alive=0)  # Ollama's documented unload: empty prompt
     assert unload.status_code == 200 and unload.json()["done_reason"] == "unload"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+
+    def fresh_worker() -> httpx.Response | None:
         health = server.health()
         body = health.json()
-        if body["status"] == "idle" and body["worker_pid"] not in (None, old_pid):
-            break
-        time.sleep(0.1)
+        unloaded = body["status"] == "idle" and body["worker_pid"] not in (None, old_pid)
+        return health if unloaded else None
+
+    health = wait_until(
+        fresh_worker, lambda: f"an idle fresh worker: {server.health().json()}", 15, interval=0.1
+    )
+    body = health.json()
     assert health.status_code == 200, body  # healthy: unloaded on purpose
     assert body["model"] is None and body["unloaded"] == "keep_alive 0"
     assert httpx.get(f"{server.base_url}/api/ps").json()["models"] == []
     fresh_rss = psutil.Process(int(body["worker_pid"])).memory_info().rss
     assert fresh_rss < loaded_rss / 2, (fresh_rss, loaded_rss)
-    deadline = time.monotonic() + 10
-    while psutil.pid_exists(old_pid) and time.monotonic() < deadline:
-        if psutil.Process(old_pid).status() == psutil.STATUS_ZOMBIE:
-            break
-        time.sleep(0.05)
-    else:
-        assert not psutil.pid_exists(old_pid)
+    wait_until(lambda: _gone(old_pid), f"the old worker {old_pid} exited", 10)
     again = httpx.post(
         f"{server.base_url}/api/chat",
         json={"model": MODEL, "stream": False, "messages": [{"role": "user", "content": "Hi"}]},
@@ -89,6 +87,14 @@ def test_keep_alive_zero_frees_the_memory_and_a_request_reloads(server: ServerPr
     assert again.status_code == 200, again.text
     assert again.json()["done"] is True
     assert server.health().json()["model"] == MODEL
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_lm_studio_ttl_sets_the_idle_time(server: ServerProcess) -> None:

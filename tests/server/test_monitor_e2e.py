@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import ServerProcess, running_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -204,12 +204,12 @@ def test_a_client_that_leaves_mid_stream_is_logged_as_cancelled(
     assert running["generated_tokens"] >= 3 and running["prompt_tokens"] > 0
     stream.close()
 
-    log: dict[str, Any] = {}
-    for _ in range(100):  # the server notices the hang-up within an engine step
-        log = requests_log(server, since)
-        if log["data"]:
-            break
-        time.sleep(0.05)
+    def logged() -> dict[str, Any] | None:
+        found = requests_log(server, since)
+        return found if found["data"] else None
+
+    # The server notices the hang-up within an engine step; the bound only stops a hang.
+    log = wait_until(logged, "the cancelled request logged", 10)
     [entry] = log["data"]
     assert (entry["status"], entry["outcome"]) == (200, "cancelled")
     assert 3 <= entry["generated_tokens"] < 1500

@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import dialogue
 from tests.server.harness import ServerProcess, running_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -296,10 +297,8 @@ def _cancelled(server: ServerProcess) -> int:
 
 
 def _wait_cancelled(server: ServerProcess, count: int, timeout: float = 10) -> int:
-    """Poll /health until the engine has reported ``count`` cancellations (or time runs out)."""
-    deadline = time.monotonic() + timeout
-    while _cancelled(server) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
+    """Poll /health until the engine has reported ``count`` cancellations; then how many."""
+    wait_until(lambda: _cancelled(server) >= count, f"{count} cancellations", timeout)
     return _cancelled(server)
 
 

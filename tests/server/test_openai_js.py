@@ -10,26 +10,23 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess, running_server
-
-pytestmark = pytest.mark.slow
+from tests.server.harness import ServerProcess
 
 JS_DIR = ROOT / "tests" / "js"
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    if shutil.which("node") is None or not (JS_DIR / "node_modules" / "openai").is_dir():
-        pytest.skip("needs node and `npm ci` in tests/js")
-    with running_server(tmp_path_factory.mktemp("js-home"), tiny_model) as proc:
-        yield proc
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("node") is None or not (JS_DIR / "node_modules" / "openai").is_dir(),
+        reason="needs node and `npm ci` in tests/js",
+    ),
+]
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 
 def test_final_chat_completion_has_the_tool_call(server: ServerProcess, dialogues: Any) -> None:

@@ -32,16 +32,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import ROOT, dialogue
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 MODEL = "sidelight-demo"
 SEED = 7
@@ -96,12 +96,6 @@ def replay_lines(http: httpx.Client, recorded: dict[str, Any]) -> list[dict[str,
         return [json.loads(line) for line in response.iter_lines() if line.strip()]
     finally:
         response.close()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path_factory.mktemp("replay-home"), tiny_model) as proc:
-        yield proc
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ and a multi-turn chat, reasoning items, GET and DELETE of stored responses.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,15 +17,10 @@ import openai
 import pytest
 
 from tests.conftest import dialogue
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path_factory.mktemp("responses-home"), tiny_model) as proc:
-        yield proc
+# ``server`` is the package's shared one (tests/server/conftest.py): these tests only read.
 
 
 def flat(tool: dict[str, Any]) -> Any:

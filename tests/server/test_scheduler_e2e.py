@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -35,6 +34,7 @@ from tests.server.harness import (
     store_embedding_model,
     store_ir_copy,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -91,15 +91,6 @@ def models(server: ServerProcess) -> dict[str, dict[str, Any]]:
 
 def worker_pid(server: ServerProcess, model: str) -> int:
     return int(models(server)[model]["worker_pid"])
-
-
-def wait_until(condition: Any, what: str) -> None:
-    """Poll ``condition`` (a condition, not a duration: the bound only stops a hung test)."""
-    deadline = time.monotonic() + 120
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.05)
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -36,12 +35,10 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 
 @pytest.fixture(scope="module")
-def no_lookup(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
-) -> Iterator[ServerProcess]:
-    """The reference: plain greedy decoding, prompt lookup off."""
-    with running_server(tmp_path_factory.mktemp("home"), tiny_model) as proc:
-        yield proc
+def no_lookup(server: ServerProcess) -> ServerProcess:
+    """The reference: plain greedy decoding, prompt lookup off (the harness's settings, so
+    the package's shared server, tests/server/conftest.py)."""
+    return server
 
 
 def sdk(server: ServerProcess) -> openai.OpenAI:

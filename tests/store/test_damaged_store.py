@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from tests.conftest import TINY_GGUF
 from tests.server.harness import running_server
 from tests.store.conftest import sidelight
 from tests.store.test_store import add_demo
+from tests.waiting import wait_until
 
 Damage = Callable[[Path, dict[str, Any]], None]  # (model folder, manifest data) -> None
 
@@ -210,10 +210,11 @@ def test_a_served_gguf_damaged_later_is_refused_before_the_engine_opens_it(
         # Each model has a worker of its own, so "served" is still loaded: unload it.
         unload = {"model": "served", "keep_alive": 0}
         assert httpx.post(f"{url}/api/generate", json=unload, timeout=60).status_code == 200
-        deadline = time.monotonic() + 60
-        while any(m["id"] == "served" for m in server.health().json()["models"]):
-            assert time.monotonic() < deadline, server.health().json()
-            time.sleep(0.05)
+        wait_until(
+            lambda: all(m["id"] != "served" for m in server.health().json()["models"]),
+            lambda: f"'served' unloaded: {server.health().json()}",
+            60,
+        )
         with gguf.open("r+b") as file:
             file.truncate(gguf.stat().st_size // 2)
         again = httpx.post(f"{url}/v1/chat/completions", json={**chat, "model": "served"})

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +36,7 @@ from tests.store.conftest import (
     sidelight,
 )
 from tests.store.hub_server import HubServer
+from tests.waiting import wait_until
 
 MODEL_ID = "sidelight-demo-ov"
 BIG_FILE = "openvino_model.bin"
@@ -143,11 +143,14 @@ def test_sigkill_mid_file_then_resume_is_byte_identical(
         stderr=subprocess.PIPE,
     )
     part = store.root / ".partial" / MODEL_ID / INCOMPLETE / BIG_FILE
-    deadline = time.monotonic() + 60
-    while not (part.is_file() and part.stat().st_size > 100_000):
+
+    def in_the_big_file() -> bool:
+        if part.is_file() and part.stat().st_size > 100_000:
+            return True
         assert child.poll() is None, child.stderr.read() if child.stderr else ""
-        assert time.monotonic() < deadline, "the download never reached the big file"
-        time.sleep(0.05)
+        return False
+
+    wait_until(in_the_big_file, "the download reached the big file", 60)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(10)
     assert child.returncode == -signal.SIGKILL
