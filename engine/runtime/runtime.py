@@ -36,6 +36,7 @@ from engine.settings import Settings
 from engine.store import ModelStore
 from engine.supervisor.client import EngineClient
 from engine.supervisor.scheduler import Scheduler
+from engine.supervisor.states import EngineStatus
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ class Runtime:
         self.chores = StartupChores(settings, self.default)
         self._server_lock = threading.Lock()
         self._runner: ServerRunner | None = None
+        # The default model may come from a path, not the store: the pipeline must know it
+        # by id even when it is unloaded before any request named it.
+        self._undo_note = self.default.add_listener(self._note_default)
+        self._note_default(self.default.status())
 
     # ---- the engine --------------------------------------------------------------------
 
@@ -86,6 +91,7 @@ class Runtime:
         """Stop the server, then (when it is this runtime's own) every worker: in-flight
         requests end with an error."""
         self.stop_server()
+        self._undo_note()
         if self.owns_engine:
             self.default.detach()
             self.scheduler.close()
@@ -151,6 +157,7 @@ class Runtime:
         """
         store = ModelStore.from_settings(settings)
         pipeline = Pipeline(self.engine, store, self.monitor)
+        pipeline.models.seen.update(self.pipeline.models.seen)  # models loaded from a path
         with self._server_lock:
             old = self._runner
             runner = ServerRunner(
@@ -183,6 +190,11 @@ class Runtime:
         """Keep request bodies in the log (or forget the ones kept), at once."""
         self.settings = replace(self.settings, keep_request_bodies=keep)
         self.monitor.set_keep_bodies(keep)
+
+    def _note_default(self, status: EngineStatus) -> None:
+        """Default-model listener (any thread, perhaps under a client's lock: a dict write)."""
+        if status.model is not None:
+            self.pipeline.models.seen.setdefault(status.model.id, status.model)
 
     def _use(self, settings: Settings, store: ModelStore, pipeline: Pipeline) -> None:
         self.settings, self.store, self.pipeline = settings, store, pipeline

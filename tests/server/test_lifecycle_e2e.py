@@ -110,3 +110,29 @@ def test_lm_studio_ttl_sets_the_idle_time(server: ServerProcess) -> None:
         refused = httpx.post(f"{server.base_url}/v1/chat/completions", json={**chat, "ttl": bad})
         assert refused.status_code == 400, (bad, refused.text)
         assert refused.json()["error"]["param"] == "ttl", refused.json()
+
+
+def test_the_default_model_unloaded_before_any_request_still_answers(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
+) -> None:
+    """``sidelight serve --model PATH``, then nobody asks for a while: the model (from a path,
+    not the store) is unloaded for being idle before any request named it. It must still be
+    listed and answer by its id (it was a 404: only a request seen while it was loaded told
+    the server its id)."""
+    home = tmp_path_factory.mktemp("idle-first-home")
+    env = {"SIDELIGHT_IDLE_UNLOAD_SECONDS": "1"}
+    with running_server(home, tiny_model, env=env) as proc:
+        wait_until(
+            lambda: proc.health().json()["unloaded"] == "idle",
+            lambda: f"an idle unload: {proc.health().json()}",
+            30,
+            interval=0.1,
+        )
+        listed = httpx.get(f"{proc.base_url}/v1/models").json()["data"]
+        assert MODEL in {m["id"] for m in listed}, listed
+        reply = httpx.post(
+            f"{proc.base_url}/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]},
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
