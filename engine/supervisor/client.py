@@ -111,7 +111,6 @@ class EngineClient:
                 return
             self._state.closing = False
             self._handle.spawn()
-            self._keepalive.start_timer()
             self._watchdog.start()
 
     def close(self, timeout: float = 10.0) -> None:
@@ -209,6 +208,23 @@ class EngineClient:
         """When the loaded model will be unloaded if no request comes (UTC), or None when
         nothing is loaded or it stays loaded forever. While requests run: now + keep_alive."""
         return self._keepalive.expires_at()
+
+    def watch_idle(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (lock held: it must not block) whenever the idle deadline may have
+        moved; the scheduler's owner loop then asks :meth:`idle_due` again."""
+        with self._state.lock:
+            self._state.idle_watch = wake
+
+    def idle_due(self) -> float | None:
+        """When the idle model is due to be unloaded (monotonic), or None (busy, not
+        loaded, kept forever). Any thread."""
+        return self._keepalive.idle_due()
+
+    def unload_if_idle_due(self, now: float) -> bool:
+        """Unload the model (ending its worker, starting a fresh one) when its keep-alive
+        ran out by ``now``; True when it did. The scheduler's owner loop calls it: it times
+        every idle unload. Any thread."""
+        return self._keepalive.retire_if_due(now)
 
     # ---- models ------------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ parts it calls (never a part built after it, so the references form no circle):
   liveness pings, a hung worker killed, the crash restart policy, revive. The one call up
   the list, a worker's exit reported by the handle, goes through ``WorkerHandle.on_exit``,
   which the client sets to :meth:`Watchdog.on_worker_exit` once both exist;
-- ``keepalive``: :class:`~engine.supervisor.keepalive.KeepAlive` (state, handle): idle
-  unload (keep_alive, ttl), release, close_if_idle / reopen for the scheduler;
+- ``keepalive``: :class:`~engine.supervisor.keepalive.KeepAlive` (state, handle): when an
+  idle model is due to go (keep_alive, ttl) and retiring it when asked (the scheduler's
+  owner loop asks: it times every idle unload), release, close_if_idle / reopen;
 - ``client``: :class:`~engine.supervisor.client.EngineClient`, the public face: builds the
   parts, start/close, load, submit, embed, rerank, cancel; delegates the rest.
 
@@ -73,6 +74,7 @@ class ClientState:
         "handover",
         "heard",
         "idle_since",
+        "idle_watch",
         "ids",
         "listeners",
         "lock",
@@ -103,6 +105,9 @@ class ClientState:
         # the keep-alive; the router sets it when the last stream ends.
         self.idle_since: float | None = None
         self.worker_loading = False  # between LoadProgress and its outcome (also reloads)
+        # Called (lock held, must not block) when the idle deadline may have moved: the
+        # scheduler's owner loop, which times every idle unload, looks again.
+        self.idle_watch: Callable[[], None] = _nothing
         # The reader's lock-free single stores: when the worker last said anything, the
         # watchdog's unanswered Ping, and the Pong the reader thread hands over at.
         self.heard = time.monotonic()
@@ -143,6 +148,7 @@ class ClientState:
         """Update the status and notify listeners (caller holds the lock)."""
         self.status = replace(self.status, **changes)
         self.changed.notify_all()
+        self.idle_watch()
         snapshot = replace(self.status, active_requests=len(self.streams))
         for listener in list(self.listeners):
             try:
@@ -154,6 +160,11 @@ class ClientState:
         """The last in-flight request ended: start the idle clock (caller holds the lock)."""
         self.idle_since = time.monotonic()
         self.changed.notify_all()
+        self.idle_watch()
+
+
+def _nothing() -> None:
+    """No one watches the idle deadline (a client used alone)."""
 
 
 def keep_alive_default(settings: Settings) -> float:

@@ -12,10 +12,14 @@ state (whose ``idle_since`` the router sets when the last request ends) and the
 :class:`~engine.supervisor.handle.WorkerHandle` that spawns the fresh worker and reaps the
 retired one.
 
-Threading: the ``engine-idle`` thread waits on the state's ``changed`` (so under its lock)
-for the keep-alive to run out; a retired worker is reaped on an ``engine-retire`` thread;
-every public method here is safe on any thread. The state's lock guards this part's own
-attributes (the keep-alive, the idle thread).
+No thread of its own: the scheduler's owner loop (``engine-scheduler``) times every idle
+unload, asking :meth:`KeepAlive.idle_due` and calling :meth:`KeepAlive.retire_if_due`; the
+state's ``idle_watch`` tells it when the deadline may have moved (a request ended, a
+keep-alive was set, the state changed). A client used alone never unloads for being idle.
+
+Threading: a retired worker is reaped on an ``engine-retire`` thread; every public method
+here is safe on any thread. The state's lock guards this part's own attribute (the
+keep-alive).
 """
 
 from __future__ import annotations
@@ -42,17 +46,24 @@ class KeepAlive:
         self._state = state
         self._handle = handle
         # How long the loaded model stays loaded once idle (seconds; inf: forever; a
-        # request's keep_alive sets it for the loaded model), and the idle timer's thread.
+        # request's keep_alive sets it for the loaded model).
         self._keep_alive = keep_alive_default(state.settings)
-        self._idle_thread: threading.Thread | None = None
 
-    def start_timer(self) -> None:
-        """Start the ``engine-idle`` thread unless it runs (lock held)."""
-        if self._idle_thread is None or not self._idle_thread.is_alive():
-            self._idle_thread = threading.Thread(
-                target=self._idle_timer, name="engine-idle", daemon=True
-            )
-            self._idle_thread.start()
+    def idle_due(self) -> float | None:
+        """When the idle model should go (monotonic), or None: busy, not ready, closing, or
+        kept forever. Any thread."""
+        with self._state.lock:
+            return None if self._state.closing else self._idle_due()
+
+    def retire_if_due(self, now: float) -> bool:
+        """End the idle model's worker (and start a fresh one) if its keep-alive ran out by
+        ``now``; True when it did. Any thread (the scheduler's owner loop)."""
+        with self._state.lock:
+            due = None if self._state.closing else self._idle_due()
+            if due is None or now < due:
+                return False
+            self._retire("keep_alive 0" if self._keep_alive == 0 else "idle")
+            return True
 
     def reset(self) -> None:
         """A new model: the default keep-alive, the idle clock stopped (lock held)."""
@@ -79,7 +90,7 @@ class KeepAlive:
             if not self._state.closing or self._state.process is None:
                 return
             self._state.closing = False
-            self.start_timer()
+            self._state.idle_watch()
 
     def release(self, reason: str = "unloaded") -> bool:
         """End the worker to free all of its memory, and start a fresh one; False while a
@@ -95,10 +106,11 @@ class KeepAlive:
 
     def set_keep_alive(self, seconds: float) -> None:
         """How long the loaded model stays loaded once idle, from now on (see
-        :meth:`EngineClient.set_keep_alive`); wakes the idle timer."""
+        :meth:`EngineClient.set_keep_alive`); the owner loop looks again."""
         with self._state.lock:
             self._keep_alive = max(0.0, seconds)
             self._state.changed.notify_all()
+            self._state.idle_watch()
 
     def expires_at(self) -> datetime | None:
         """When the idle model goes (UTC), or None (see :meth:`EngineClient.expires_at`)."""
@@ -140,18 +152,6 @@ class KeepAlive:
         threading.Thread(
             target=self._handle.reap, args=(process,), name="engine-retire", daemon=True
         ).start()
-
-    def _idle_timer(self) -> None:
-        """Thread: end the model's worker once it was idle for its keep_alive."""
-        shared = self._state
-        with shared.changed:
-            while not shared.closing:
-                due = self._idle_due()
-                now = time.monotonic()
-                if due is not None and now >= due:
-                    self._retire("keep_alive 0" if self._keep_alive == 0 else "idle")
-                    continue
-                shared.changed.wait(None if due is None else due - now)
 
     def _idle_due(self) -> float | None:
         """When the idle model should go (monotonic), or None (lock held)."""

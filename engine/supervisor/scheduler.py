@@ -21,11 +21,12 @@ spare worker after an idle unload, goes last under memory pressure and is marked
 :meth:`loaded`; the one-model view the tray and ``/health`` show is built over this public
 API by :class:`engine.runtime.DefaultModel`.
 
-One owner for unloads that nobody asked for: the ``engine-scheduler`` thread ends idle
-encoders, runs the memory-pressure / battery checks (:mod:`engine.supervisor.pressure`) and
-ends the spare worker a client leaves after its own idle unload. Explicit unloads (the
-tray, Ollama's ``keep_alive 0``, LM Studio) and evictions come through :meth:`unload` and
-:meth:`acquire` on the caller's thread.
+One owner for unloads that nobody asked for: the ``engine-scheduler`` thread times every
+idle unload (a chat model's keep-alive, which Ollama's ``keep_alive`` and LM Studio's ``ttl``
+set, through its client; an encoder's ``idle_unload_seconds``), runs the memory-pressure /
+battery checks (:mod:`engine.supervisor.pressure`) and ends the spare worker a model leaves
+after its idle unload. Explicit unloads (the tray, LM Studio) and evictions come through
+:meth:`unload` and :meth:`acquire` on the caller's thread.
 
 Threading: public methods are safe on any thread; :meth:`acquire`, :meth:`unload` and
 :meth:`close` block (call them off the event loop); the reading hand-over methods run on
@@ -83,6 +84,13 @@ SchedulerListener = Callable[[str | None, EngineStatus | None], None]
 """Called on a change: ``(model key, its client's new status)`` when a model's worker
 changed state (under that client's lock: never block, never take the scheduler's lock),
 ``(None, None)`` when models were placed or removed (no lock held: look again)."""
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    """The shorter of two waits (None: no wait, i.e. forever)."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def model_key(model_id: str) -> str:
@@ -584,9 +592,11 @@ class Scheduler:
     def _own(self) -> None:
         """Thread ``engine-scheduler``: every unload nobody asked for, one at a time.
 
-        Ends the spare worker a client left after its own idle unload (unless it is the
-        preferred model's), the workers of encoders idle for ``idle_unload_seconds``, and
-        runs the memory-pressure / battery check every :attr:`PressureWatch.interval`.
+        Unloads chat models whose keep-alive ran out (each client says when:
+        :meth:`EngineClient.idle_due`), ends the spare worker such an unload leaves (unless
+        it is the preferred model's), the workers of encoders idle for
+        ``idle_unload_seconds``, and runs the memory-pressure / battery check every
+        :attr:`PressureWatch.interval`. Clients wake it when their deadline may have moved.
         """
         next_check = time.monotonic() + self._pressure.interval
         while True:
@@ -598,7 +608,7 @@ class Scheduler:
                     self._drop_unloaded(*self._drops.get_nowait())
                 except queue.Empty:
                     break
-            wait = self._unload_idle_encoders()
+            wait = _sooner(self._unload_idle_encoders(), self._unload_kept_too_long())
             if self._pressure.enabled:
                 now = time.monotonic()
                 if now >= next_check:
@@ -611,6 +621,22 @@ class Scheduler:
                 wait = left if wait is None else min(wait, left)
             self._wake.wait(wait)
             self._wake.clear()
+
+    def _unload_kept_too_long(self) -> float | None:
+        """Unload the client-timed models whose keep-alive ran out (through their clients:
+        each retires its worker and starts a spare one, which the next round may end);
+        returns how long until the next one is due (None: none is)."""
+        with self._lock:
+            clients = [s.client for s in self._slots.values() if s.kind.idle_timer == "client"]
+        now = time.monotonic()
+        wait: float | None = None
+        for client in clients:
+            if client.unload_if_idle_due(now):
+                continue
+            due = client.idle_due()
+            if due is not None:
+                wait = _sooner(wait, max(0.0, due - now))
+        return wait
 
     def _unload_idle_encoders(self) -> float | None:
         """Unload the scheduler-timed models unused for ``idle_unload_seconds``; returns how
@@ -691,6 +717,7 @@ class Scheduler:
                 message = f"{spec.id} was unloaded while it loaded"
                 raise EngineUnavailable(message, STOPPED, 1)
             client.add_listener(lambda status: self._on_client_status(key, spec.id, client, status))
+            client.watch_idle(self._wake.set)  # the owner loop times its idle unload
             client.start()
             loop = self._loop
             if loop is not None:

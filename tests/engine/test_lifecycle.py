@@ -1,7 +1,9 @@
 """Model lifecycle on a real engine worker: idle unload, keep_alive, release.
 
 Unloading ends the model's worker process (an unload inside it frees only ~8-30 MB), so these
-tests measure the workers' RSS with psutil before and after.
+tests measure the workers' RSS with psutil before and after. The idle unloads are timed by
+the scheduler's owner loop (a client alone never unloads for being idle), so those tests
+place the demo model as a runtime's default model and watch its client.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,10 +34,6 @@ def _settings(home: Path, idle_seconds: float) -> Settings:
     settings = load_settings(env)
     settings.paths.ensure()
     return settings
-
-
-def make_client(home: Path, idle_seconds: float) -> EngineClient:
-    return EngineClient(_settings(home, idle_seconds))
 
 
 def load_tiny(client: EngineClient, tiny_model: Path) -> int:
@@ -85,12 +84,27 @@ def assert_exits(pid: int) -> None:
     raise AssertionError(f"worker {pid} is still running")
 
 
+@contextmanager
+def placed_client(home: Path, idle_seconds: float, tiny_model: Path) -> Iterator[EngineClient]:
+    """The demo model's client, placed as a runtime's default model (its spare worker stays
+    after an idle unload, as a lone client's did); the runtime closes after."""
+    runtime = Runtime(_settings(home, idle_seconds))
+    runtime.start()
+    try:
+        demo = spec_from_path(tiny_model)
+        runtime.default.load(demo)
+        assert runtime.default.wait_for({READY}, 120).state == READY
+        client = runtime.scheduler.client(demo.id)
+        assert client is not None
+        yield client
+    finally:
+        runtime.close()
+
+
 @pytest.fixture
-def idle_client(sidelight_home: Path) -> Iterator[EngineClient]:
-    client = make_client(sidelight_home, 1.0)
-    client.start()
-    yield client
-    client.close()
+def idle_client(sidelight_home: Path, tiny_model: Path) -> Iterator[EngineClient]:
+    with placed_client(sidelight_home, 1.0, tiny_model) as client:
+        yield client
 
 
 def test_an_idle_model_is_unloaded_and_its_memory_freed(
@@ -113,9 +127,8 @@ def test_an_idle_model_is_unloaded_and_its_memory_freed(
 
 
 def test_keep_alive_zero_unloads_after_the_request(sidelight_home: Path, tiny_model: Path) -> None:
-    client = make_client(sidelight_home, -1)  # the default: never unload for being idle
-    client.start()
-    try:
+    # -1, the default: never unload for being idle.
+    with placed_client(sidelight_home, -1, tiny_model) as client:
         pid = load_tiny(client, tiny_model)
         assert client.expires_at() is None  # forever
         asyncio.run(reply(client))
@@ -130,14 +143,10 @@ def test_keep_alive_zero_unloads_after_the_request(sidelight_home: Path, tiny_mo
         assert client.status().worker_pid != pid
         assert_exits(pid)
         assert client.expires_at() is None
-    finally:
-        client.close()
 
 
 def test_release_never_cancels_a_running_request(sidelight_home: Path, tiny_model: Path) -> None:
-    client = make_client(sidelight_home, -1)
-    client.start()
-    try:
+    with placed_client(sidelight_home, -1, tiny_model) as client:
         pid = load_tiny(client, tiny_model)
 
         async def scenario() -> tuple[Finished, list[bool]]:
@@ -153,8 +162,6 @@ def test_release_never_cancels_a_running_request(sidelight_home: Path, tiny_mode
         assert finished.finish_reason == "length" and finished.completion_tokens == 200
         wait_unloaded(client, 10)  # keep_alive 0: gone once the request ended
         assert client.status().worker_pid != pid
-    finally:
-        client.close()
 
 
 def test_a_model_unloaded_between_lookup_and_submit_is_loaded_again(
