@@ -29,8 +29,8 @@ from desktop.chat import ChatOptions
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, spec_from_path
 from engine.resources import demo_model_path
+from engine.runtime import Runtime, ServedEngine
 from engine.settings import load_settings
-from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import ERROR, READY
 from engine.worker.messages import SamplingParams
 
@@ -42,7 +42,7 @@ LONG_REPLY = ChatOptions(
 
 
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scheduler]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedEngine]:
     home = tmp_path_factory.mktemp("engine-home")
     # Every token its own delta: the worst case for the GUI thread, and what the
     # chunk-count checks expect (merging fast tokens has its own engine tests; so has
@@ -54,10 +54,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scheduler]:
     }
     settings = load_settings(env)
     settings.paths.ensure()
-    client = Scheduler(settings)  # what the app runs on: one worker per loaded model
-    client.start()
-    yield client
-    client.close()
+    # What the app runs on (one worker per loaded model and the default model's view),
+    # built by the engine's front door; each DesktopApp's own runtime then borrows it.
+    runtime = Runtime(settings)
+    runtime.start()
+    yield runtime.engine
+    runtime.close()
 
 
 @pytest.fixture(scope="session")
@@ -66,20 +68,20 @@ def cpu_devices() -> list[DeviceInfo]:
     return discover_devices()
 
 
-def ensure_demo_on_cpu(engine: Scheduler) -> None:
+def ensure_demo_on_cpu(engine: ServedEngine) -> None:
     status = engine.status()
     model = status.model.id if status.model else None
     if (status.state, model, status.device) == (READY, DEMO_MODEL_ID, "CPU"):
         return
-    engine.load(spec_from_path(demo_model_path()), "CPU")
-    status = engine.wait_for({READY, ERROR}, 120)
+    engine.default.load(spec_from_path(demo_model_path()), "CPU")
+    status = engine.default.wait_for({READY, ERROR}, 120)
     assert status.state == READY, status.message
 
 
 @pytest.fixture
 def make_desktop(
     qtbot: QtBot,
-    engine: Scheduler,
+    engine: ServedEngine,
     cpu_devices: list[DeviceInfo],
     sidelight_home: Path,
     tmp_path: Path,

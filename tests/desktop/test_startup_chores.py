@@ -25,11 +25,11 @@ from desktop.autostart import XdgAutostart
 from desktop.controller import TUNING_TEXT
 from engine import cpu_tune
 from engine.devices import DeviceInfo
+from engine.runtime import ServedEngine
 from engine.settings import Settings, load_settings
 from engine.store import ModelStore
 from engine.store.manifest import Manifest, Source
 from engine.store.relocate import MoveProgress
-from engine.supervisor.client import EngineClient
 from engine.supervisor.states import READY
 from tests.desktop.conftest import GREEDY, LONG_REPLY, ensure_demo_on_cpu
 from tests.store.conftest import TINY_MODEL
@@ -78,7 +78,7 @@ def tree(folder: Path) -> dict[str, int]:
 @pytest.fixture
 def start_app(
     qtbot: QtBot,
-    engine: EngineClient,
+    engine: ServedEngine,
     cpu_devices: list[DeviceInfo],
     sidelight_home: Path,
     tmp_path: Path,

@@ -59,8 +59,7 @@ def test_tray_shows_a_loading_model_and_says_why_one_went_away(
     qtbot: QtBot, desktop: DesktopApp, sidelight_home: Path
 ) -> None:
     controller, tray = desktop.controller, desktop.tray
-    engine = controller.engine
-    assert isinstance(engine, Scheduler)
+    engine = controller.runtime.scheduler
     menu = tray.menu
 
     thread, pid = _start_stopped_load(engine)
@@ -107,8 +106,7 @@ def test_tray_says_the_default_model_left_under_memory_pressure(
     """Memory pressure is injected as a reading (real pressure cannot be produced here);
     the unloads are real: the session's other models first, then the default one."""
     controller, tray = desktop.controller, desktop.tray
-    engine = controller.engine
-    assert isinstance(engine, Scheduler)
+    engine = controller.runtime.scheduler
     low = SystemReading(available_mb=100, total_mb=16384, on_battery=False)
     watch = PressureWatch(engine, controller.settings, read=lambda: low)
     gone: list[str] = []
