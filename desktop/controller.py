@@ -2,8 +2,10 @@
 
 Views observe it through signals and call its methods; it never touches a widget. Engine
 status arrives on the engine's reader thread and is re-emitted on the GUI thread; the server
-start, device discovery, model specs, moving an old store and the CPU self-tune run on the
-task manager's pool.
+start, device discovery, model specs, unloads, moving an old store and the CPU self-tune run
+on the task manager's pool, each as a :class:`desktop.jobs.Job` (its outcome on the GUI
+thread). An error nobody expected at a site that never caught one is logged with its
+traceback (by the job) and changes nothing else, as before.
 
 Start-up chores (:attr:`Controller.chore` says which, for the tray and the chat):
 
@@ -25,12 +27,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from desktop.jobs import Job
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
@@ -54,6 +56,8 @@ LONG_LOAD_SECONDS = 5.0
 _ACTIVITY_POLL_MS = 300
 _RECENT_UNLOADS = 5  # unload events the tray shows
 TUNING_TEXT = "Tuning for this CPU… (first start only, a few seconds)"
+# Why a server did not start: said to the person. Anything else is a bug (logged).
+_SERVER_ERRORS: tuple[type[Exception], ...] = (RuntimeError, OSError)
 
 
 def move_text(progress: MoveProgress) -> str:
@@ -204,12 +208,26 @@ class Controller(QObject):
         """Start the engine, the HTTP server and device discovery; load the last model."""
         self._activity_timer.start()
         if self.devices is None:
-            self.tasks.run_in_background(discover_devices, self._on_devices)
+            Job(
+                self.tasks,
+                discover_devices,
+                what="discover the OpenVINO devices",
+                success=self._on_devices,
+                failure=self._no_devices,
+                expected=(),  # any failure: logged with its traceback, then said
+            ).run()
         self.start_server()
         if pending_move(self.settings.paths):
             self._start_move()
         if self.runtime.owns_engine:
-            self.tasks.run_in_background(self.runtime.start, lambda f: self._load_last())
+            Job(
+                self.tasks,
+                self.runtime.start,
+                what="start the engine",
+                success=lambda _: self._load_last(),
+                failure=lambda _: self._load_last(),  # logged; the load says what is wrong
+                expected=(),
+            ).run()
         else:
             self._load_last()
 
@@ -254,21 +272,27 @@ class Controller(QObject):
 
     def _start_move(self) -> None:
         """Move the old store to the data folder off the GUI thread, reporting progress."""
-        chores, cancel, tasks = self.runtime.chores, self._move_cancel, self.tasks
+        chores, cancel = self.runtime.chores, self._move_cancel
         self.moving = MoveProgress(0, 0, 0, 0)
         self._set_chore("Moving models to the data folder…")
 
-        def report(progress: MoveProgress) -> None:  # the move's thread
-            tasks.run_on_main(lambda: self._on_move_progress(progress))
-
-        def move() -> OSError | None:
+        def move(report: Callable[[MoveProgress], None]) -> OSError | None:  # a pool thread
             return chores.move_store(report=report, cancel=cancel)
 
-        self.tasks.run_in_background(move, self._on_move_done)
+        Job.with_progress(
+            self.tasks,
+            move,
+            self._on_move_progress,
+            what="move the models to the data folder",
+            success=self._on_move_done,
+            # Not an OSError returned: a bug (logged with its traceback), but the app goes on.
+            failure=lambda exc: self._on_move_done(OSError(str(exc))),
+            expected=(),
+        ).run()
 
     def _on_move_progress(self, progress: MoveProgress) -> None:
         if self.moving is None:
-            return  # a late report after the move ended
+            return  # the move has ended (the job drops later reports too)
         models_moved = progress.models_done != self.moving.models_done
         self.moving = progress
         self._set_chore(move_text(progress))
@@ -278,12 +302,7 @@ class Controller(QObject):
             if self._load_after_move and self.state.last_model in {m.id for m in self._models}:
                 self._load_last()
 
-    def _on_move_done(self, future: Future[OSError | None]) -> None:
-        try:
-            error = future.result()
-        except Exception as exc:  # not an OSError: a bug, but the app goes on
-            logger.exception("moving the models failed")
-            error = OSError(str(exc))
+    def _on_move_done(self, error: OSError | None) -> None:
         text = None
         if error is not None:
             reason = error.strerror or str(error)  # "No space left on device", not "[Errno 28]…"
@@ -331,19 +350,28 @@ class Controller(QObject):
         def tune() -> cpu_tune.TuneResult | None:  # a pool thread: no widgets
             return chores.tune(on_start=lambda: tasks.run_on_main(started), disturbed=disturbed)
 
-        self.tasks.run_in_background(tune, self._on_tuned)
+        Job(
+            self.tasks,
+            tune,
+            what="tune the CPU",
+            success=self._on_tuned,
+            failure=self._tune_failed,
+            expected=(TuneDisturbed,),  # anything else: logged with its traceback
+        ).run()
 
-    def _on_tuned(self, future: Future[cpu_tune.TuneResult | None]) -> None:
+    def _tune_ended(self) -> None:
         self._tuning = False
         self._set_chore(None)
-        try:
-            result = future.result()
-        except TuneDisturbed as exc:
+
+    def _tune_failed(self, exc: Exception) -> None:
+        self._tune_ended()
+        if isinstance(exc, TuneDisturbed):
             logger.info("CPU self-tune skipped (%s); it runs again at the next start", exc)
-            return
-        except Exception:  # a failed tune leaves OpenVINO's defaults, never the app down
-            logger.exception("CPU self-tune failed; keeping the configured CPU properties")
-            return
+        else:  # a failed tune leaves OpenVINO's defaults, never the app down
+            logger.error("CPU self-tune failed; keeping the configured CPU properties")
+
+    def _on_tuned(self, result: cpu_tune.TuneResult | None) -> None:
+        self._tune_ended()
         if result is not None:
             logger.info(
                 "CPU tuned: %s; it applies from the next model load",
@@ -354,15 +382,25 @@ class Controller(QObject):
 
     def start_server(self) -> None:
         """Start the server with the current settings, off the GUI thread."""
-        self.tasks.run_in_background(self.runtime.start_server, self._on_server_started)
+        Job(
+            self.tasks,
+            self.runtime.start_server,
+            what="start the server",
+            success=self._on_server_started,
+            failure=self._server_not_started,
+            expected=_SERVER_ERRORS,
+        ).run()
 
-    def _on_server_started(self, future: Future[str]) -> None:
-        try:
-            self.server_url, self.server_error = future.result(), None
-            logger.info("serving on %s/v1", self.server_url)
-        except (RuntimeError, OSError) as exc:
-            self.server_url, self.server_error = None, server_error_text(exc, self.settings)
-            self.notify.emit("Sidelight server not started", self.server_error, True)
+    def _on_server_started(self, url: str) -> None:
+        self.server_url, self.server_error = url, None
+        logger.info("serving on %s/v1", self.server_url)
+        self.server_changed.emit()
+
+    def _server_not_started(self, exc: Exception) -> None:
+        if not isinstance(exc, _SERVER_ERRORS):
+            return  # a bug, logged with its traceback by the job; nothing changes
+        self.server_url, self.server_error = None, server_error_text(exc, self.settings)
+        self.notify.emit("Sidelight server not started", self.server_error, True)
         self.server_changed.emit()
 
     @property
@@ -417,19 +455,25 @@ class Controller(QObject):
         current = self.active_device if self.status.state != ERROR else None
         device = device or current or self.state.last_device or self.settings.device
 
-        def spec() -> ModelSpec:
+        def spec() -> ModelSpec:  # a pool thread
             return spec_from_path(choice.path, model_id=choice.id)
 
-        def load(future: Future[ModelSpec]) -> None:
-            try:
-                spec = future.result()
-            except (ModelError, OSError) as exc:
-                self.notify.emit(f"Cannot load {choice.id}", str(exc), True)
-                return
+        def load(spec: ModelSpec) -> None:
             self._load_started = time.monotonic()
             self.runtime.default.load(spec, device)
 
-        self.tasks.run_in_background(spec, load)
+        def cannot_load(exc: Exception) -> None:
+            if isinstance(exc, (ModelError, OSError)):  # else a bug: logged by the job
+                self.notify.emit(f"Cannot load {choice.id}", str(exc), True)
+
+        Job(
+            self.tasks,
+            spec,
+            what=f"read the model {choice.id}",
+            success=load,
+            failure=cannot_load,
+            expected=(ModelError, OSError),
+        ).run()
 
     def loaded_models(self) -> list[LoadedModel]:
         """Every model the engine holds, each in a worker of its own (the tray lists them)."""
@@ -440,11 +484,11 @@ class Controller(QObject):
         moment to exit). A model answering a request stays: nothing is ever cancelled."""
         scheduler = self.runtime.scheduler
 
-        def unload() -> bool:
+        def unload() -> bool:  # a pool thread
             return scheduler.unload(model_id, "unloaded from the tray")
 
-        def done(future: Future[bool]) -> None:
-            if future.result():
+        def done(unloaded: bool) -> None:
+            if unloaded:
                 self.models_changed.emit()
             else:
                 self.notify.emit(
@@ -453,20 +497,21 @@ class Controller(QObject):
                     True,
                 )
 
-        self.tasks.run_in_background(unload, done)
+        # No failure handler: an error is a bug, logged with its traceback, nothing said.
+        Job(self.tasks, unload, what=f"unload {model_id}", success=done, expected=()).run()
 
     def select_device(self, device: str) -> None:
         """Reload the active (or last) model on ``device``."""
         model_id = self.active_model_id or self.state.last_model or DEMO_MODEL_ID
         self.select_model(model_id, device)
 
-    def _on_devices(self, future: Future[list[DeviceInfo]]) -> None:
-        try:
-            self.devices = future.result()
-        except Exception as exc:
-            logger.exception("device discovery failed")
-            self.devices = []
-            self.notify.emit("No OpenVINO devices", str(exc), True)
+    def _on_devices(self, devices: list[DeviceInfo]) -> None:
+        self.devices = devices
+        self.devices_changed.emit()
+
+    def _no_devices(self, exc: Exception) -> None:
+        self.devices = []
+        self.notify.emit("No OpenVINO devices", str(exc), True)
         self.devices_changed.emit()
 
     # ---- settings ----------------------------------------------------------------------
@@ -488,18 +533,18 @@ class Controller(QObject):
                 on_done(None)
             return
 
-        def replaced(future: Future[str]) -> None:
-            try:
-                url = future.result()
-            except (RuntimeError, OSError) as exc:
-                logger.warning("settings not applied: the new server did not start: %s", exc)
-                if runtime.server_url is None:  # the old one could not come back either
-                    self.server_url = None
-                    self.server_error = server_error_text(exc, settings)
-                    self.server_changed.emit()
-                if on_done is not None:
-                    on_done(exc)
-                return
+        def not_replaced(exc: Exception) -> None:
+            if not isinstance(exc, _SERVER_ERRORS):
+                return  # a bug, logged with its traceback by the job; nothing changes
+            logger.warning("settings not applied: the new server did not start: %s", exc)
+            if runtime.server_url is None:  # the old one could not come back either
+                self.server_url = None
+                self.server_error = server_error_text(exc, settings)
+                self.server_changed.emit()
+            if on_done is not None:
+                on_done(exc)
+
+        def replaced(url: str) -> None:
             self.refresh_models()
             self.server_url, self.server_error = url, None
             logger.info("serving on %s/v1", url)
@@ -507,7 +552,14 @@ class Controller(QObject):
             if on_done is not None:
                 on_done(None)
 
-        self.tasks.run_in_background(lambda: runtime.replace_server(settings), replaced)
+        Job(
+            self.tasks,
+            lambda: runtime.replace_server(settings),
+            what="start the server with the new settings",
+            success=replaced,
+            failure=not_replaced,
+            expected=_SERVER_ERRORS,
+        ).run()
 
     def set_keep_request_bodies(self, keep: bool) -> None:
         """Save "keep request bodies" and apply it at once (the server keeps running);
