@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from engine.listeners import Listeners
 from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor.client import EngineClient
@@ -73,7 +74,7 @@ class DefaultModel:
         self._gone: _Gone | None = None
         self._placing = False  # load() placing it on a thread, or expect_load() said so
         self._why: str | None = None  # expect_load()'s reason, until load()
-        self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._listeners: Listeners[[EngineStatus]] = Listeners("engine status")
         self._undo = [
             scheduler.add_listener(self._on_change),
             scheduler.add_unload_listener(self._on_unload),
@@ -174,15 +175,7 @@ class DefaultModel:
     def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
         """Call ``listener`` with the default model's status on its changes (on whichever
         thread made them; it must not block). Returns an undo."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return self._listeners.add(listener)
 
     def wait_for(self, states: Collection[EngineState], timeout: float) -> EngineStatus:
         """Block until the default model's state is one of ``states`` (CLI and tests)."""
@@ -243,9 +236,4 @@ class DefaultModel:
     def _emit(self, status: EngineStatus) -> None:
         with self._changed:
             self._changed.notify_all()
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(status)
-            except Exception:
-                logger.exception("engine status listener failed")
+        self._listeners.emit(status)

@@ -49,6 +49,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from engine.listeners import Listeners
 from engine.models import ModelSpec
 from engine.settings import Settings
 from engine.supervisor import budget
@@ -160,7 +161,7 @@ class Scheduler:
         self._holds: dict[str, str] = {}  # key -> why requests for it wait (hold())
         self._estimates: dict[tuple[Path, str], int] = {}  # _estimate()'s memo
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
-        self._listeners: list[SchedulerListener] = []
+        self._listeners: Listeners[[str | None, EngineStatus | None]] = Listeners("scheduler")
         self._unloads = UnloadLog()  # why models went away (the tray, /health)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -230,15 +231,7 @@ class Scheduler:
     def add_listener(self, listener: SchedulerListener) -> Callable[[], None]:
         """Call ``listener`` on every change (see :data:`SchedulerListener`); returns an
         undo."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return self._listeners.add(listener)
 
     # ---- placement policy --------------------------------------------------------------
 
@@ -737,11 +730,7 @@ class Scheduler:
             # worker: the model has left; the owner loop ends that spare worker.
             self._drops.put((key, client, status.unloaded))
             self._wake.set()
-        for listener in list(self._listeners):
-            try:
-                listener(key, status)
-            except Exception:
-                logger.exception("scheduler listener failed")
+        self._listeners.emit(key, status)
 
     def _drop_unloaded(self, key: str, client: EngineClient, reason: str) -> None:
         """End the spare worker a client started after unloading its model, unless it is
@@ -765,9 +754,4 @@ class Scheduler:
         held)."""
         with self._changed:
             self._changed.notify_all()
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(None, None)
-            except Exception:
-                logger.exception("scheduler listener failed")
+        self._listeners.emit(None, None)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from engine.listeners import Listeners
 from engine.supervisor.states import EngineIncident, EngineStatus
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class UnloadLog:
     def __init__(self, keep: int = RECENT_EVENTS) -> None:
         self._lock = threading.Lock()
         self._events: deque[UnloadEvent] = deque(maxlen=keep)
-        self._listeners: list[Callable[[UnloadEvent], None]] = []
+        self._listeners: Listeners[[UnloadEvent]] = Listeners("unload")
         # Per client (a model reloaded gets a new one; the old one's last statuses still
         # come): whether it held a model last time, and the last incident seen.
         self._had_model: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
@@ -108,13 +109,8 @@ class UnloadLog:
         event = UnloadEvent(model_id, reason, message, time.time())
         with self._lock:
             self._events.append(event)
-            listeners = list(self._listeners)
         logger.info("%s", event.text())
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:
-                logger.exception("unload listener failed")
+        self._listeners.emit(event)
         return event
 
     def note_status(self, client: object, model_id: str, status: EngineStatus) -> None:
@@ -142,12 +138,4 @@ class UnloadLog:
 
     def add_listener(self, listener: Callable[[UnloadEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with each new event; returns an undo."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
+        return self._listeners.add(listener)
