@@ -58,6 +58,7 @@ __all__ = [
     "APP_NAME",
     "CONFIG_KEYS",
     "DEFAULT_ALLOWED_ORIGINS",
+    "DEFAULT_CRASH_WINDOW_SECONDS",
     "DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS",
     "DEFAULT_ENGINE_WATCHDOG_SECONDS",
     "DEFAULT_HOST",
@@ -65,6 +66,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",
     "DEFAULT_SPECULATIVE_TOKENS",
+    "DEFAULT_STALL_SECONDS",
     "DEFAULT_STREAM_INTERVAL_MS",
     "FOLDERS",
     "HOME_ENV",
@@ -103,6 +105,10 @@ MAX_SPECULATIVE_TOKENS = 16
 # loading a large model on a GPU the first time can take many minutes.
 DEFAULT_ENGINE_WATCHDOG_SECONDS = 120.0
 DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS = 1800.0
+# A ping unanswered this long makes /health say ``stalled`` (docs/security.md: the worker
+# answers between steps; measured steps stay far below it, see bench/ping_bench.py).
+DEFAULT_STALL_SECONDS = 10.0
+DEFAULT_CRASH_WINDOW_SECONDS = 60.0
 DEFAULT_IDLE_UNLOAD_SECONDS = 300.0
 
 # Localhost pages and the VS Code family's webviews may call us from a browser context.
@@ -342,6 +348,20 @@ class Settings:
         DEFAULT_ENGINE_LOAD_TIMEOUT_SECONDS,
         parse_float,
         refuse(lambda v: v <= 0, "must be positive"),
+    )
+    # Seconds a serving worker may leave a ping unanswered before /health and /metrics say
+    # ``stalled`` (a report only; the watchdog above decides the kill). 0 turns it off.
+    stall_seconds: float = setting(
+        DEFAULT_STALL_SECONDS,
+        parse_float,
+        refuse(lambda v: not 0 <= v < math.inf, "must be 0 (off) or a positive number"),
+    )
+    # The crash budget's window: after MAX_CONSECUTIVE_CRASHES crashes within it automatic
+    # restarts pause, and they resume on their own one window after the last crash.
+    crash_window_seconds: float = setting(
+        DEFAULT_CRASH_WINDOW_SECONDS,
+        parse_float,
+        refuse(lambda v: not 0 < v < math.inf, "must be a positive number"),
     )
     # Seconds a loaded model stays loaded with no request in flight before its worker
     # process ends and gives its memory back (Ollama's default: 5 minutes; a request's

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
@@ -39,6 +39,7 @@ from engine.supervisor.states import (
     IDLE,
     LOADING,
     STOPPED,
+    CrashHistory,
     EngineState,
     EngineStatus,
     EngineUnavailable,
@@ -165,11 +166,15 @@ class DefaultModel:
         if not self._scheduler.started:
             return EngineStatus(state=STOPPED)
         if gone is not None and spec is not None:
+            # What its last worker went through (restarts, last error) outlives the worker.
+            history = self._scheduler.history(spec.id) or CrashHistory()
             if gone.how == "not_loaded":  # never loaded: not healthy, unlike an unload
                 message = f"could not load {spec.id}: {gone.reason}"
-                return EngineStatus(state=ERROR, model=spec, message=message)
-            message = f"{spec.id} was unloaded ({gone.reason})"
-            return EngineStatus(state=IDLE, message=message, unloaded=gone.reason)
+                status = EngineStatus(state=ERROR, model=spec, message=message)
+            else:
+                message = f"{spec.id} was unloaded ({gone.reason})"
+                status = EngineStatus(state=IDLE, message=message, unloaded=gone.reason)
+            return replace(status, restarts=history.restarts, last_error=history.last_error)
         return EngineStatus(state=IDLE)
 
     def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:

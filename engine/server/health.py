@@ -4,6 +4,14 @@ It reads the engine through :class:`HealthSource` alone (the runtime's
 :class:`engine.runtime.ServedEngine` has it), so the route never asks which engine it runs
 on. 200 while the default model is ready, or unloaded on purpose (idle, ``keep_alive``:
 the next request loads it again); 503 otherwise, with Retry-After while it is on its way.
+``stalled`` (its worker left a ping unanswered past ``stall_seconds``: frozen, or one step
+or command running that long) is a 503 too, and ``ready`` again once it answers.
+
+Beyond loopback without the API key (:func:`engine.server.auth.health_status_only`) the
+answer is ``{"status": ...}`` alone, with the same code, and it never revives a paused
+engine: an anonymous probe neither learns the models, pids and errors nor starts a worker.
+A trusted ``/health`` revives one at once (the watchdog does it anyway once the crash
+window has passed).
 
 Runs on the server's event loop; reviving a paused engine spawns a process, on a thread.
 """
@@ -18,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.server.auth import health_status_only
 from engine.server.monitor.speculation import SpeculationStats
 from engine.supervisor.states import (
     ERROR,
@@ -60,6 +69,9 @@ def health_routes(source: HealthSource, speculation: SpeculationStats) -> list[R
     """The ``/health`` route over ``source``; ``speculation``: accepted guesses per model."""
 
     async def health(request: Request) -> Response:
+        if health_status_only(request.scope):
+            status = source.status()
+            return JSONResponse({"status": status.health}, *_code(status))
         if source.status().state == ERROR:
             # Restarts paused after crashes resume when someone asks (spawning blocks).
             await asyncio.to_thread(source.revive)
@@ -74,10 +86,15 @@ def health_routes(source: HealthSource, speculation: SpeculationStats) -> list[R
         body["waiting_for_room"] = source.waiting()
         # Why models went away lately (idle, keep_alive, evicted, pressure, crashed).
         body["unloaded_models"] = [event.to_dict() for event in source.recent_unloads()]
-        if status.state == READY or (status.state == IDLE and status.unloaded):
-            # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
-            return JSONResponse(body)
-        headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
-        return JSONResponse(body, status_code=503, headers=headers)
+        return JSONResponse(body, *_code(status))
 
     return [Route("/health", health, methods=["GET"])]
+
+
+def _code(status: EngineStatus) -> tuple[int, dict[str, str]]:
+    """The HTTP status and headers ``status`` is answered with."""
+    if status.health == READY or (status.health == IDLE and status.unloaded):
+        # Unloaded on purpose (idle, keep_alive): healthy; the next request loads it.
+        return 200, {}
+    headers = {"Retry-After": "2"} if status.state in (LOADING, RESTARTING, STARTING) else {}
+    return 503, headers

@@ -43,6 +43,7 @@ from engine.supervisor.states import (
     RESTARTING,
     STARTING,
     STOPPED,
+    CrashHistory,
     EngineState,
     EngineStatus,
     EngineUnavailable,
@@ -146,10 +147,20 @@ class EngineClient:
     def revive(self) -> bool:
         """Start a worker again if restarts were paused after repeated crashes (any thread).
 
-        /health, the next request and :meth:`load` call this, so a crash budget only ever
+        The watchdog thread does it on its own once the crash window has passed; a trusted
+        /health, the next request and :meth:`load` do it sooner, so a crash budget only ever
         pauses restarts. Returns True when a new worker (and the last model) is on its way.
         """
         return self._watchdog.revive()
+
+    def inherit(self, history: CrashHistory) -> None:
+        """Carry a former client's crash history (restarts, last error) of the same model
+        over to this one, before it starts: a reload must not wipe what a crash loop left
+        for /health to tell (any thread; the scheduler calls it)."""
+        with self._state.lock:
+            self._state.status = replace(
+                self._state.status, restarts=history.restarts, last_error=history.last_error
+            )
 
     # ---- reading the worker's pipe -----------------------------------------------------
 

@@ -48,7 +48,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from engine.settings import Settings
-from engine.supervisor.states import STOPPED, EngineState, EngineStatus
+from engine.supervisor.states import ANSWERING, STOPPED, EngineState, EngineStatus
 from engine.worker.messages import Command, LoadModel
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ class ClientState:
         "ids",
         "listeners",
         "lock",
+        "ping_sent",
         "ping_token",
         "process",
         "send_lock",
@@ -112,12 +113,33 @@ class ClientState:
         # watchdog's unanswered Ping, and the Pong the reader thread hands over at.
         self.heard = time.monotonic()
         self.ping_token: int | None = None
+        self.ping_sent = self.heard  # when the watchdog sent ``ping_token`` (lock held)
         self.handover = 0
 
     def snapshot(self) -> EngineStatus:
-        """The status with the in-flight request count (any thread)."""
+        """The status with the in-flight request count and, when the worker should answer
+        pings and has left one unanswered past ``Settings.stall_seconds``, how long (any
+        thread)."""
         with self.lock:
-            return replace(self.status, active_requests=len(self.streams))
+            return replace(
+                self.status, active_requests=len(self.streams), stalled_seconds=self._stalled()
+            )
+
+    def _stalled(self) -> float | None:
+        """Seconds the worker has left the watchdog's ping unanswered, once past the stall
+        bound, or None (lock held; ``ping_token`` is the reader's lock-free store, read
+        once). A worker answers between steps, so only a step, a command or a freeze that
+        outlasts the bound shows here."""
+        bound = self.settings.stall_seconds
+        if (
+            bound <= 0
+            or self.ping_token is None
+            or self.process is None
+            or self.status.state not in ANSWERING
+        ):
+            return None
+        waited = time.monotonic() - self.ping_sent
+        return waited if waited > bound else None
 
     def add_listener(self, listener: Callable[[EngineStatus], None]) -> Callable[[], None]:
         """Call ``listener`` on every state change; returns an undo."""
@@ -149,7 +171,9 @@ class ClientState:
         self.status = replace(self.status, **changes)
         self.changed.notify_all()
         self.idle_watch()
-        snapshot = replace(self.status, active_requests=len(self.streams))
+        snapshot = replace(
+            self.status, active_requests=len(self.streams), stalled_seconds=self._stalled()
+        )
         for listener in list(self.listeners):
             try:
                 listener(snapshot)

@@ -64,6 +64,7 @@ from engine.supervisor.states import (
     RESTARTING,
     STARTING,
     STOPPED,
+    CrashHistory,
     EngineState,
     EngineStatus,
     EngineUnavailable,
@@ -163,6 +164,9 @@ class Scheduler:
         self._waiting: dict[str, int] = {}  # model id -> requests waiting for room
         self._listeners: Listeners[[str | None, EngineStatus | None]] = Listeners("scheduler")
         self._unloads = UnloadLog()  # why models went away (the tray, /health)
+        # Restarts and last error of models whose worker left (key -> history): a reload
+        # of the same model starts from them, so /health keeps telling a crash loop.
+        self._histories: dict[str, CrashHistory] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closing = False
@@ -375,6 +379,9 @@ class Scheduler:
                         slot.client.load(spec, device)
                         return slot, victims, False
                     slot = _Slot(spec, self._factory(self._settings), device, estimate)
+                    history = self._histories.get(key)
+                    if history is not None:
+                        slot.client.inherit(history)
                     self._slots[key] = slot
                     return slot, victims, True
                 left = deadline - time.monotonic()
@@ -392,8 +399,28 @@ class Scheduler:
         """Remove the slots of the models :meth:`_plan` evicts and record why (lock held:
         the event is there before anyone sees the model gone)."""
         for victim in victims:
-            self._slots.pop(model_key(victim.spec.id), None)
+            self._forget(model_key(victim.spec.id), victim)
             self._unloads.record(victim.spec.id, "evicted", why)
+
+    def _forget(self, key: str, slot: _Slot) -> None:
+        """Remove ``slot`` (lock held), keeping its crash history for the model's next
+        worker (:meth:`history`)."""
+        if self._slots.get(key) is slot:
+            del self._slots[key]
+        history = slot.client.status().history()
+        if history.restarts or history.last_error is not None:
+            self._histories[key] = history
+
+    def history(self, model_id: str) -> CrashHistory | None:
+        """``model_id``'s crash history: its worker's now, else what its last worker left
+        (None: it never crashed). For status views (never blocks)."""
+        key = model_key(model_id)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                return self._histories.get(key)
+        history = slot.client.status().history()
+        return history if history.restarts or history.last_error is not None else None
 
     def _wait_until(self, deadline: float, timed_out: Exception) -> None:
         """Wait (holding ``_changed``) for a change, at most until ``deadline``; past it,
@@ -448,6 +475,7 @@ class Scheduler:
                     active_requests=status.active_requests,
                     worker_pid=status.worker_pid,
                     default=key == preferred,
+                    stalled_seconds=status.stalled_seconds,
                 )
             )
         return sorted(models, key=lambda m: (not m.default, m.id.lower()))
@@ -480,7 +508,7 @@ class Scheduler:
             slot = self._slots.get(key)
             if slot is None or not slot.client.close_if_idle():
                 return False
-            del self._slots[key]
+            self._forget(key, slot)
             self._unloads.record(slot.spec.id, cause, reason)
             self._changed.notify_all()
         logger.info("unloading %s (%s)", slot.spec.id, reason)
@@ -743,7 +771,7 @@ class Scheduler:
             status = client.status()
             if status.model is not None or not client.close_if_idle():
                 return  # loaded again meanwhile
-            del self._slots[key]
+            self._forget(key, slot)
             self._changed.notify_all()
         logger.info("ending %s's spare worker (%s)", slot.spec.id, reason)
         client.close()

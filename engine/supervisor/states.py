@@ -25,6 +25,17 @@ READY: Final = "ready"  # a chat model takes requests
 RESTARTING: Final = "restarting"  # the worker died or hung; a new one is on its way
 ERROR: Final = "error"  # a model failed to load, or restarts are paused after crashes
 
+HealthState = Literal[EngineState, "stalled"]
+"""The state ``/health`` and ``/metrics`` report: the engine's, or ``stalled`` while a
+worker that should answer (``ready``, ``idle``) has left a ping unanswered for longer than
+``Settings.stall_seconds``. Never stored as a client's state: the supervision goes on as
+the state says (requests still queue; the watchdog kills only after
+``engine_watchdog_seconds``), this only tells the truth about it."""
+
+STALLED: Final = "stalled"
+ANSWERING: Final[frozenset[EngineState]] = frozenset({READY, IDLE})
+"""States whose worker answers pings between steps (loading blocks its one thread)."""
+
 
 class EngineUnavailable(Exception):
     """The engine cannot take requests now (loading, restarting, no model, error)."""
@@ -58,6 +69,15 @@ class EngineIncident:
 
 
 @dataclass(frozen=True)
+class CrashHistory:
+    """What a model's workers went through: restarts and the last crash or hang. Kept by
+    the scheduler when a model's worker leaves, so a reload of the same model carries it."""
+
+    restarts: int = 0
+    last_error: EngineIncident | None = None
+
+
+@dataclass(frozen=True)
 class EngineStatus:
     """A snapshot of the engine for /health, the tray and tests."""
 
@@ -82,10 +102,21 @@ class EngineStatus:
     unloaded: str | None = None
     # The CPU plugin properties the model was loaded with (explicit settings + self-tune).
     cpu_properties: dict[str, Any] | None = None
+    # How long the worker has left a ping unanswered, once past ``Settings.stall_seconds``
+    # while it should answer (None: it answers). Measured when the snapshot is taken.
+    stalled_seconds: float | None = None
+
+    @property
+    def health(self) -> HealthState:
+        """The state as ``/health`` and ``/metrics`` report it (``stalled`` over ``ready``)."""
+        return STALLED if self.stalled_seconds is not None else self.state
+
+    def history(self) -> CrashHistory:
+        return CrashHistory(self.restarts, self.last_error)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.state,
+            "status": self.health,
             "model": self.model.id if self.model else None,
             "device": self.device,
             "backend": self.backend,
@@ -103,7 +134,12 @@ class EngineStatus:
             "load_seconds": self.load_seconds,
             "unloaded": self.unloaded,
             "cpu_properties": self.cpu_properties,
+            "stalled_seconds": _rounded(self.stalled_seconds),
         }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
 
 
 RequestOutcome = Literal["completed", "cancelled", "failed"]
@@ -140,12 +176,13 @@ class LoadedModel:
     active_requests: int
     worker_pid: int | None
     default: bool = False  # the model the tray and the chat window use
+    stalled_seconds: float | None = None  # as EngineStatus.stalled_seconds
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "task": self.task,
-            "state": self.state,
+            "state": STALLED if self.stalled_seconds is not None else self.state,
             "device": self.device,
             "memory_mb": self.memory_mb,
             "memory_estimated": self.memory_estimated,
@@ -156,6 +193,7 @@ class LoadedModel:
             "active_requests": self.active_requests,
             "worker_pid": self.worker_pid,
             "default": self.default,
+            "stalled_seconds": _rounded(self.stalled_seconds),
         }
 
 

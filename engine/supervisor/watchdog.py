@@ -4,28 +4,39 @@ If the worker dies, in-flight requests end with an error, the worker is restarte
 last model reloaded; the process hosting the client lives on. A worker that stops answering
 (hung, or stopped by a debugger or the OS) is found by a watchdog that pings it: after
 ``Settings.engine_watchdog_seconds`` of silence (``engine_load_timeout_seconds`` while a
-model loads) its requests end with an error and it is killed and restarted. Crashing
-:data:`MAX_CONSECUTIVE_CRASHES` times in a minute pauses the automatic restarts (state
-``error``) but nothing stays broken: the next request, ``load()`` or :meth:`Watchdog.revive`
-(which /health calls) starts a worker again. :attr:`EngineStatus.last_error` says what
-happened.
+model loads) its requests end with an error and it is killed and restarted. Long before
+that, a ping left unanswered past ``Settings.stall_seconds`` makes the status say so
+(:attr:`EngineStatus.stalled_seconds`, ``stalled`` in /health): a report, not a kill.
+
+Crashing :data:`MAX_CONSECUTIVE_CRASHES` times within ``Settings.crash_window_seconds``
+pauses the automatic restarts (state ``error``) but nothing stays broken: the restarts
+resume on their own one window after the last crash (this thread times it), and sooner when
+a request, ``load()`` or :meth:`Watchdog.revive` (which a trusted /health calls) asks.
+:attr:`EngineStatus.last_error` says what happened.
+
+Why the timer lives here and not on the scheduler's owner loop: the crash budget is this
+client's own state, a client used alone (tests, the CLI's checks) has no scheduler, and
+this thread already wakes every ping interval; the owner loop places and unloads models
+and would have to poll every client's budget for it.
 
 A part of the engine client (see :mod:`engine.supervisor.core`): it receives the shared
 state, the :class:`~engine.supervisor.routing.Router` (to end a lost worker's streams) and
 the :class:`~engine.supervisor.handle.WorkerHandle` (to spawn the next worker); the client
 wires :meth:`Watchdog.on_worker_exit` in as the handle's ``on_exit``.
 
-Threading: the ``engine-watchdog`` thread pings and checks; it never waits for the send lock
-(a sender blocked on a hung worker's full pipe holds it, and the watchdog must still be able
-to kill that worker). :meth:`Watchdog.on_worker_exit` runs on the pipe's reader thread or
-an ``engine-exit`` thread; :meth:`Watchdog.revive` on any thread. The state's lock guards
-this part's own attributes (the crash history, the pause, the hung worker, the thread).
+Threading: the ``engine-watchdog`` thread pings, checks and reopens the crash budget; it
+never waits for the send lock (a sender blocked on a hung worker's full pipe holds it, and
+the watchdog must still be able to kill that worker). :meth:`Watchdog.on_worker_exit` runs
+on the pipe's reader thread or an ``engine-exit`` thread; :meth:`Watchdog.revive` on any
+thread. The state's lock guards this part's own attributes (the crash history, the pause,
+the hung worker, the thread).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -51,14 +62,16 @@ class Watchdog:
         self._router = router
         self._handle = handle
         self._crashes: deque[float] = deque(maxlen=MAX_CONSECUTIVE_CRASHES)
-        self._paused = False  # crashed too often: no restart until something asks for one
+        self._paused = False  # crashed too often: no restart until the window passes
+        self._reopens_at = 0.0  # when a pause ends on its own (monotonic)
         self._hung: Any = None  # the worker found hung (killed, its exit expected)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the watchdog thread unless it runs or is turned off (lock held)."""
-        if self._thread is None and self._state.settings.engine_watchdog_seconds > 0:
+        """Start the watchdog thread unless it runs (lock held). It runs even with the
+        watchdog and the stall report off: it also reopens a paused crash budget."""
+        if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._watch, name="engine-watchdog", daemon=True)
             self._thread.start()
@@ -83,22 +96,52 @@ class Watchdog:
         self._paused = False
 
     def _watch(self) -> None:
-        """Watchdog thread: ping the worker; restart it once it stops answering."""
-        while not self._stop.wait(self._ping_interval()):
+        """Watchdog thread: ping the worker; restart it once it stops answering; end a
+        crash pause once its window has passed."""
+        while not self._stop.wait(self._next_wait()):
             try:
-                self._check_worker()
+                self._reopen_if_due()
+                if self._pings():
+                    self._check_worker()
             except Exception:  # the watchdog must outlive any one check
                 logger.exception("engine watchdog check failed")
 
+    def _pings(self) -> bool:
+        """Whether anything needs pings: the kill deadline or the stall report."""
+        settings = self._state.settings
+        return settings.engine_watchdog_seconds > 0 or settings.stall_seconds > 0
+
+    def _next_wait(self) -> float:
+        """Until the next ping, or the end of a crash pause when that comes first."""
+        wait = self._ping_interval()
+        with self._state.lock:
+            if self._paused:
+                wait = min(wait, max(0.05, self._reopens_at - time.monotonic()))
+        return wait
+
+    def _reopen_if_due(self) -> None:
+        """Restart a worker whose restarts paused, once the crash window has passed: the
+        budget reopens with no request, so a monitor sees the engine come back."""
+        with self._state.lock:
+            if self._paused and time.monotonic() >= self._reopens_at:
+                self.revive_locked()
+
     def _silence_bound(self) -> float:
-        """How long the worker may be silent now: a model load may legitimately take long."""
+        """How long the worker may be silent now: a model load may legitimately take long
+        (inf: the watchdog is off, the pings only feed the stall report)."""
         shared, settings = self._state, self._state.settings
+        if settings.engine_watchdog_seconds <= 0:
+            return math.inf
         if shared.worker_loading or shared.status.state in (STARTING, RESTARTING, LOADING):
             return settings.engine_load_timeout_seconds
         return settings.engine_watchdog_seconds
 
     def _ping_interval(self) -> float:
-        return max(0.05, min(5.0, self._state.settings.engine_watchdog_seconds / 4))
+        """A quarter of the shorter bound (kill deadline, stall report), 0.05-5 s: a stall
+        shows within ``stall_seconds`` plus a quarter of it."""
+        settings = self._state.settings
+        bounds = [b for b in (settings.engine_watchdog_seconds, settings.stall_seconds) if b > 0]
+        return max(0.05, min([5.0, *(b / 4 for b in bounds)]))
 
     def _check_worker(self) -> None:
         shared = self._state
@@ -113,6 +156,7 @@ class Watchdog:
             if shared.ping_token is not None:
                 return  # one Ping at a time: a hung worker's pipe must never fill up
             token = shared.ping_token = next(shared.ids)
+            shared.ping_sent = time.monotonic()
             conn = shared.conn
         # Never wait for the send lock: a sender blocked on a hung worker's full pipe holds
         # it, and the watchdog must still be able to kill that worker.
@@ -165,16 +209,20 @@ class Watchdog:
                 self._router.fail_all(
                     f"{message}; the request was lost and the engine is restarting"
                 )
-            self._crashes.append(time.monotonic())
-            recent = [t for t in self._crashes if time.monotonic() - t < 60]
+            now = time.monotonic()
+            window = shared.settings.crash_window_seconds
+            self._crashes.append(now)
+            recent = [t for t in self._crashes if now - t < window]
             if len(recent) >= MAX_CONSECUTIVE_CRASHES:
                 shared.process = shared.conn = None
                 self._paused = True
+                self._reopens_at = now + window
                 shared.update(
                     state=ERROR,
                     worker_pid=None,
-                    message=f"the engine crashed {len(recent)} times in a minute ({message}); "
-                    "it starts again on the next request, or pick another model or device",
+                    message=f"the engine crashed {len(recent)} times in {_span(window)} "
+                    f"({message}); it starts again in {window:.0f} s or on the next request, "
+                    "or pick another model or device",
                 )
                 return
             shared.status = replace(shared.status, restarts=shared.status.restarts + 1)
@@ -198,3 +246,8 @@ class Watchdog:
         shared.update(state=RESTARTING, message="restarting the engine after repeated crashes")
         self._handle.spawn()
         return True
+
+
+def _span(seconds: float) -> str:
+    """A crash window in words: ``a minute`` for the default."""
+    return "a minute" if seconds == 60 else f"{seconds:g} s"

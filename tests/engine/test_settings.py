@@ -174,6 +174,8 @@ _SAMPLES: dict[str, tuple[object, str, object]] = {
     "speculative_tokens": (8, "8", 8),
     "engine_watchdog_seconds": (30.5, "30.5", 30.5),
     "engine_load_timeout_seconds": (600, "600", 600.0),
+    "stall_seconds": (2.5, "2.5", 2.5),
+    "crash_window_seconds": (5, "5", 5.0),
     "idle_unload_seconds": (-1, "-1", -1.0),
     "memory_budget_mb": (8192, "8192", 8192),
     "memory_pressure_mb": (-1, "-1", -1),

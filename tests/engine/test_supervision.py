@@ -1,4 +1,5 @@
-"""The client keeps a worker running: crashes, a hung worker, and requests that fail early.
+"""The client keeps a worker running: crashes, a hung worker, and requests that fail early;
+the crash budget reopens on its own, and a model's crash history outlives its worker.
 
 Real worker processes on the tiny model, real signals.
 """
@@ -16,10 +17,12 @@ from typing import Any
 import pytest
 
 from engine.models import spec_from_path
+from engine.runtime import Runtime
 from engine.settings import load_settings
 from engine.supervisor.client import EngineClient
 from engine.supervisor.states import (
     ERROR,
+    IDLE,
     READY,
     RESTARTING,
     EngineStatus,
@@ -29,6 +32,7 @@ from engine.supervisor.states import (
 from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
 from tests.conftest import ROOT, dialogue
 from tests.engine.test_client import GREEDY, generate
+from tests.waiting import wait_until
 
 DEMO = ROOT / "resources" / "models" / "sidelight-demo"
 HELLO = [{"role": "user", "content": "Hello"}]
@@ -210,3 +214,72 @@ def test_no_failure_leaves_a_request_counted_active(
         _hello_works(client, dialogues)
     finally:
         client.close()
+
+
+def _kill_until_paused(client: EngineClient) -> EngineStatus:
+    """SIGKILL each new worker as soon as it has a pid (not waiting for its model), until
+    restarts pause; return the paused status."""
+
+    def paused_or_new_pid(old: int | None) -> EngineStatus | None:
+        status = client.status()
+        if status.state == ERROR or status.worker_pid not in (None, old):
+            return status
+        return None
+
+    pid = client.status().worker_pid
+    while True:
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        status = wait_until(lambda old=pid: paused_or_new_pid(old), "a new worker or a pause", 60)
+        if status.state == ERROR:
+            return status
+        pid = status.worker_pid
+
+
+def test_the_crash_budget_reopens_on_its_own(sidelight_home: Path) -> None:
+    """Restarts paused after three crashes resume once the crash window has passed, with no
+    request, no load and no /health: a metrics scrape sees the engine come back."""
+    client = _client(sidelight_home, SIDELIGHT_CRASH_WINDOW_SECONDS="20")
+    try:
+        paused = _kill_until_paused(client)
+        assert paused.restarts == 2 and paused.worker_pid is None
+        back = wait_until(
+            lambda: (s := client.wait_for({READY}, 1)).state == READY and s,
+            lambda: f"ready again on its own: {client.status()}",
+            120,
+        )
+        assert paused.message and "3 times in 20 s" in paused.message
+        assert "starts again in 20 s" in paused.message
+        assert back.restarts == 3 and back.worker_pid is not None
+        assert back.last_error is not None and back.last_error.exit_code == -signal.SIGKILL
+    finally:
+        client.close()
+
+
+def test_crash_history_survives_a_reload_of_the_model(sidelight_home: Path) -> None:
+    """A model's restarts and last error outlive its worker: unloaded (the default view
+    says so meanwhile) and loaded again in a new worker, /health still tells the crash."""
+    settings = load_settings({"SIDELIGHT_HOME": str(sidelight_home)})
+    settings.paths.ensure()
+    runtime = Runtime(settings)
+    runtime.start()
+    spec = spec_from_path(DEMO)
+    try:
+        runtime.default.load(spec)
+        assert runtime.default.wait_for({READY, ERROR}, 120).state == READY
+        first = runtime.scheduler.client(spec.id)
+        assert first is not None
+        crashed = _kill_worker(first)
+        assert crashed.state == READY and crashed.restarts == 1 and crashed.last_error
+        assert runtime.scheduler.unload(spec.id)
+        gone = runtime.default.status()
+        assert gone.state == IDLE and gone.restarts == 1 and gone.last_error == crashed.last_error
+        again = runtime.scheduler.acquire(spec, None, 120)
+        assert again is not first
+        status = again.wait_for({READY, ERROR}, 120)
+        assert status.state == READY and status.restarts == 1
+        assert status.last_error == crashed.last_error
+        health = runtime.default.status().to_dict()
+        assert health["restarts"] == 1 and health["last_error"]["exit_code"] == -signal.SIGKILL
+    finally:
+        runtime.close()

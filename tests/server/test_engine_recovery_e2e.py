@@ -2,7 +2,8 @@
 
 A real ``sidelight serve`` on the tiny model: a schema XGrammar cannot compile and a request
 too deep to pass to the worker are 400s that leave nothing counted active; a worker that
-crashed until its restarts were paused comes back when /health is asked.
+crashed until its restarts were paused comes back when /health is asked; a frozen worker
+is ``stalled`` in /health and /metrics until it answers again.
 """
 
 from __future__ import annotations
@@ -92,3 +93,41 @@ def _next_worker(proc: ServerProcess, old: int) -> int:
         return None
 
     return wait_until(new_pid, lambda: f"a new worker: {proc.health().json()}", 60, interval=0.2)
+
+
+def test_a_frozen_worker_is_stalled_in_health_and_metrics_until_it_answers(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """SIGSTOP the worker with the watchdog's kill deadline far away (its default, 120 s):
+    /health turns 503 ``stalled`` (top level and the model's row) and /metrics says so
+    within ``stall_seconds`` and a ping interval; after SIGCONT it is ``ready`` again, the
+    same worker, nothing restarted."""
+    env = {"SIDELIGHT_STALL_SECONDS": "1"}
+    with running_server(tmp_path / "home", tiny_model, env=env) as proc:
+        pid = proc.wait_ready()["worker_pid"]
+        assert isinstance(pid, int)
+        stopped = True
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            frozen = wait_until(
+                lambda: (r := proc.health()).json()["status"] == "stalled" and r,
+                lambda: f"stalled in /health: {proc.health().json()}",
+                60,
+                interval=0.2,
+            )
+            body = frozen.json()
+            assert frozen.status_code == 503 and body["stalled_seconds"] > 1
+            assert body["worker_pid"] == pid and body["restarts"] == 0
+            assert [m["state"] for m in body["models"]] == ["stalled"]
+            metrics = httpx.get(f"{proc.base_url}/metrics", timeout=5).text
+            assert 'sidelight_engine_state{state="stalled"} 1.0' in metrics
+            assert 'sidelight_engine_state{state="ready"} 0.0' in metrics
+            os.kill(pid, signal.SIGCONT)
+            stopped = False
+            body = proc.wait_ready(timeout=60)
+            assert body["status"] == "ready" and body["stalled_seconds"] is None
+            assert body["worker_pid"] == pid and body["restarts"] == 0
+            assert [m["state"] for m in body["models"]] == ["ready"]
+        finally:
+            if stopped:
+                os.kill(pid, signal.SIGCONT)

@@ -1,19 +1,25 @@
-"""Security defaults of the real app, driven in-process (no model needed for these paths).
+"""Security defaults of the real app, driven in-process (no model needed for most paths).
 
 The engine client is real but not started, so generation routes answer 503; that is enough
 to check Host checks, CORS, API keys, body limits and error shapes, which run before them.
+What /health tells a client beyond loopback is checked on a real worker on the tiny model.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from engine.models import spec_from_path
 from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
+from engine.supervisor.states import ERROR, READY
+from tests.waiting import wait_until
 
 
 def make_settings(home: Path, **overrides: object) -> Settings:
@@ -180,3 +186,57 @@ async def test_refusals_on_ollama_paths_use_ollamas_shape(client: httpx.AsyncCli
     response = await client.get("/api/tags", headers={"Host": "evil.example"})
     assert response.status_code == 403
     assert isinstance(response.json()["error"], str)
+
+
+async def test_health_beyond_loopback_without_the_key_tells_only_the_status(
+    sidelight_home: Path, tiny_model: Path
+) -> None:
+    """Bound to every interface with a key: /health from another machine without the key is
+    ``{"status": ...}`` alone (same code), also for an engine whose restarts paused after
+    crashes, which that probe never revives; the key holder and this machine see it all."""
+    settings = make_settings(sidelight_home, host="0.0.0.0", api_key="s3cret")
+    settings.paths.ensure()
+    runtime = Runtime(settings)
+    runtime.start()
+    app = runtime.build_app()
+    base = "http://203.0.113.1:11680"
+    remote = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    local = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+    key = {"Authorization": "Bearer s3cret"}
+    try:
+        runtime.default.load(spec_from_path(tiny_model))
+        assert runtime.default.wait_for({READY, ERROR}, 120).state == READY
+        async with (
+            httpx.AsyncClient(transport=remote, base_url=base) as anonymous,
+            httpx.AsyncClient(transport=local, base_url=base) as here,
+        ):
+            response = await anonymous.get("/health")
+            assert (response.status_code, response.json()) == (200, {"status": "ready"})
+            full = (await anonymous.get("/health", headers=key)).json()
+            assert full["models"] and full["worker_pid"] and "memory_budget_mb" in full
+            assert (await here.get("/health")).json()["models"]  # loopback: no key needed
+
+            # Crash it until restarts pause (the default window keeps them paused).
+            while (status := runtime.default.status()).state != ERROR:
+                pid = status.worker_pid
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+                wait_until(
+                    lambda old=pid: (
+                        (s := runtime.default.status()).state == ERROR
+                        or s.worker_pid not in (None, old)
+                    ),
+                    "a new worker or a pause",
+                    60,
+                )
+            response = await anonymous.get("/health")
+            assert (response.status_code, response.json()) == (503, {"status": "error"})
+            assert "exit code" not in response.text
+            after = runtime.default.status()
+            assert after.state == ERROR and after.worker_pid is None  # not revived
+
+            revived = await anonymous.get("/health", headers=key)  # the key holder may
+            assert revived.json()["status"] in ("restarting", "loading", "ready")
+            assert runtime.default.wait_for({READY}, 120).state == READY
+    finally:
+        runtime.close()

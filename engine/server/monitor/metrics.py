@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from engine.server.monitor.record import RequestEntry
-from engine.supervisor.states import READY, EngineState, EngineStatus
+from engine.supervisor.states import READY, EngineStatus, HealthState
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +112,9 @@ class ServerMetrics:
 
 
 class EngineCollector(Collector):
-    """The engine as it is at scrape time: its state, the loaded model, the worker's memory,
-    the model's load time and the worker's restarts."""
+    """The engine as it is at scrape time: its state (``stalled`` over ``ready`` while its
+    worker leaves a ping unanswered), the loaded model, the worker's memory, the model's
+    load time and the worker's restarts."""
 
     def __init__(self, status: Callable[[], EngineStatus]) -> None:
         self._status = status
@@ -121,10 +122,12 @@ class EngineCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         status = self._status()
         state = GaugeMetricFamily(
-            "sidelight_engine_state", "1 for the engine's current state", labels=["state"]
+            "sidelight_engine_state",
+            "1 for the engine's current state (stalled: a ping unanswered past stall_seconds)",
+            labels=["state"],
         )
-        for name in get_args(EngineState):
-            state.add_metric([name], 1.0 if status.state == name else 0.0)
+        for name in get_args(HealthState):
+            state.add_metric([name], 1.0 if status.health == name else 0.0)
         yield state
         yield CounterMetricFamily(
             "sidelight_engine_restarts",
