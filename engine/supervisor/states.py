@@ -82,6 +82,9 @@ class EngineStatus:
     unloaded: str | None = None
     # The CPU plugin properties the model was loaded with (explicit settings + self-tune).
     cpu_properties: dict[str, Any] | None = None
+    # Why the last load refused the model's files (damaged, cut short): requests naming it
+    # are a 422, not a 500. None after a load that worked, and while a load runs.
+    damaged: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
