@@ -82,8 +82,8 @@ def sample_ranges(size: int, head: int) -> list[tuple[int, int]]:
     if rest <= SAMPLE_CHUNKS * SAMPLE_CHUNK_BYTES:
         return [*ranges, (head, size)] if rest else ranges
     step = (rest - SAMPLE_CHUNK_BYTES) // (SAMPLE_CHUNKS - 1)
-    for index in range(SAMPLE_CHUNKS):
-        start = head + index * step
+    starts = [head + index * step for index in range(SAMPLE_CHUNKS - 1)]
+    for start in [*starts, size - SAMPLE_CHUNK_BYTES]:
         ranges.append((start, start + SAMPLE_CHUNK_BYTES))
     return ranges
 
