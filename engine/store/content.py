@@ -1,10 +1,10 @@
 """A stored GGUF file's content record: checked before every load, cheaply.
 
 ``sidelight import`` records in the manifest (``details.content``) what the copied file was:
-its full BLAKE2b, its sampled digest (:func:`engine.file_key.sampled_digest`) and its
+its full SHA-256, its sampled digest (:func:`engine.file_key.sampled_digest`) and its
 :class:`~engine.file_key.FileKey`. Before each load :func:`verify_content` compares the key
 and the sampled digest (a ``stat`` and a few MB read). When either differs the file is
-checked whole again (:func:`engine.gguf_check.check_gguf`) and its full BLAKE2b compared
+checked whole again (:func:`engine.gguf_check.check_gguf`) and its full SHA-256 compared
 with the recorded one: a file whose bytes changed since import is refused, even when its
 structure is still valid (a rewrite that keeps the layout serves garbage). A file whose bytes
 are the same (the store moved, a backup restored) gets its new key recorded (best effort).
@@ -45,12 +45,12 @@ CONTENT = "content"  # the manifest's details key
 class ContentRecord:
     """What a stored GGUF file held when it was last verified whole."""
 
-    blake2b: str
+    sha256: str
     sample: str
     key: FileKey
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blake2b": self.blake2b, "sample": self.sample, "file": self.key.to_dict()}
+        return {"sha256": self.sha256, "sample": self.sample, "file": self.key.to_dict()}
 
     @classmethod
     def from_details(cls, details: dict[str, Any]) -> ContentRecord | None:
@@ -59,10 +59,10 @@ class ContentRecord:
         if not isinstance(data, dict):
             return None
         key = FileKey.from_dict(data.get("file"))
-        blake, sample = data.get("blake2b"), data.get("sample")
-        if key is None or not isinstance(blake, str) or not isinstance(sample, str):
+        digest, sample = data.get("sha256"), data.get("sample")
+        if key is None or not isinstance(digest, str) or not isinstance(sample, str):
             return None
-        return cls(blake, sample, key)
+        return cls(digest, sample, key)
 
 
 def record_content(file: Path, advance: Callable[[int], None] | None = None) -> ContentRecord:
@@ -74,8 +74,8 @@ def record_content(file: Path, advance: Callable[[int], None] | None = None) -> 
     """
     key = FileKey.of(file)
     header = check_gguf(file)
-    blake = full_digest(file, advance)
-    return ContentRecord(blake, sampled_digest(file, header.header_size), key)
+    digest = full_digest(file, advance)
+    return ContentRecord(digest, sampled_digest(file, header.header_size), key)
 
 
 def verify_content(file: Path, manifest: Manifest, folder: Path) -> None:
@@ -105,14 +105,14 @@ def _verify(file: Path, manifest: Manifest, folder: Path) -> None:
         _remember(file, key, sample)
         return
     logger.info("%s is not as last verified: hashing it whole", file)
-    blake = full_digest(file)
-    if record is not None and blake != record.blake2b:
+    digest = full_digest(file)
+    if record is not None and digest != record.sha256:
         raise ModelError(
             f"{file.name} changed since it was imported (its content is not what was checked "
             "then; the copy may have been overwritten)"
         )
     _remember(file, key, sample)
-    _save(folder, manifest, ContentRecord(blake, sample, key))
+    _save(folder, manifest, ContentRecord(digest, sample, key))
 
 
 _VERIFIED: dict[Path, tuple[FileKey, str]] = {}

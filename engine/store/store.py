@@ -231,14 +231,15 @@ class ModelStore:
     def resolve(self, id_or_path: str | Path) -> ModelSpec:
         """A ModelSpec for a store id or a filesystem path (for the command line).
 
-        A valid id present in the store wins; otherwise an existing path is used.
+        A valid id present in the store wins (its files checked as before any load,
+        :meth:`spec_to_load`); otherwise an existing path is used.
 
         Raises:
-            ModelError: neither a stored model nor a servable path.
+            ModelError: neither a stored model nor a servable path, or damaged files.
         """
         text = str(id_or_path)
         try:
-            return self.spec(text)
+            return self.spec_to_load(text)
         except (InvalidModelId, ModelNotFound):
             pass
         except StoreError as exc:

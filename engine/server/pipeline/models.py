@@ -168,6 +168,8 @@ class ModelResolver:
         it was last loaded is a 422 here, not a crash or garbage in the worker.
         """
         if seen is not None and not self._in_store(seen):
+            if not seen.path.exists():
+                return seen  # gone: the worker's own check answers (a scripted engine: none)
             try:
                 verify_files(seen)
             except ModelError as exc:
