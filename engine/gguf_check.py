@@ -3,20 +3,31 @@
 GenAI maps tensor data where the table says it is, trusting offsets and sizes. A tensor that
 ends past the end of the file, overlaps another, or sits at a misaligned offset makes the
 engine worker crash or serve garbage, so :func:`check_gguf` refuses such a file with one
-sentence first. It reads only the header (a few MB at most); the result is cached per
-(path, size, modification time), so listing the store over and over costs nothing.
+sentence first. It reads only the header (a few MB at most).
 
-Threading: safe from any thread (the cache is ``functools.lru_cache``, which is thread-safe).
+The result is cached per path under the file's :class:`~engine.file_key.FileKey` (size,
+mtime, ctime, inode, device), so listing the store over and over costs a ``stat``; a file
+rewritten in place with its size and mtime put back has a new ctime and is checked again.
+Before a load, ``check_gguf(path, sampled=True)`` also compares a sampled digest (the whole
+header and tensor table plus 16 chunks of the data, see :mod:`engine.file_key`) with the one
+taken when the file was checked, and checks the whole file again when it differs: that
+covers filesystems whose ctime means something else (Windows, FAT).
+
+Threading: safe from any thread (the cache is a dict under a lock; checks run outside it).
 """
 
 from __future__ import annotations
 
-import functools
+import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.file_key import FileKey, sampled_digest
 from engine.ggml_types import GGML_TYPES
 from engine.gguf import (
     ARRAY,
@@ -29,6 +40,8 @@ from engine.gguf import (
     TensorInfo,
     read_header,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ALIGNMENT = 32
 _MAX_ALIGNMENT = 1 << 20
@@ -86,23 +99,69 @@ _KINDS = {
 }
 
 
-def check_gguf(path: Path) -> GGUFHeader:
+def check_gguf(path: Path, *, sampled: bool = False) -> GGUFHeader:
     """Validate the whole GGUF file at ``path`` and return its header.
+
+    Args:
+        sampled: also compare the file's sampled digest with the one taken when it was
+            last checked (a few MB read; use it right before a load), checking the file
+            again when it differs.
 
     Raises:
         GGUFError: the file is damaged, truncated or not a GGUF file (one sentence saying
             what is wrong and, where it can, what to do).
     """
+    key = _key(path)
+    with _LOCK:
+        known = _CHECKED.get(path)
+    if known is not None and known.key == key:
+        if not sampled or _sample(path, known.header) == known.sample:
+            return known.header
+        logger.warning("%s changed but kept its size and times: checking it again", path)
+    header = _validate(path)
+    checked = _Checked(key, header, _sample(path, header))
+    if _key(path) == key:  # not changed while it was read: remember it
+        with _LOCK:
+            _CHECKED[path] = checked
+            _CHECKED.move_to_end(path)
+            while len(_CHECKED) > _CACHE_SIZE:
+                _CHECKED.popitem(last=False)
+    return header
+
+
+def forget_checks() -> None:
+    """Drop every cached check (tests; a store moved elsewhere)."""
+    with _LOCK:
+        _CHECKED.clear()
+
+
+@dataclass(frozen=True)
+class _Checked:
+    key: FileKey
+    header: GGUFHeader
+    sample: str  # engine.file_key.sampled_digest of the file as it was checked
+
+
+_CACHE_SIZE = 64
+_CHECKED: OrderedDict[Path, _Checked] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _key(path: Path) -> FileKey:
     try:
-        stat = path.stat()
+        return FileKey.of(path)
     except OSError as exc:
         raise GGUFError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
-    return _checked(path, stat.st_size, stat.st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=64)
-def _checked(path: Path, size: int, mtime_ns: int) -> GGUFHeader:
-    """``size`` and ``mtime_ns`` only key the cache: a changed file is checked again."""
+def _sample(path: Path, header: GGUFHeader) -> str:
+    try:
+        return sampled_digest(path, header.header_size)
+    except OSError as exc:
+        raise GGUFError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+
+
+def _validate(path: Path) -> GGUFHeader:
     header = read_header(path)
     problem = _metadata_problem(header) or _layout_problem(header)
     if problem:

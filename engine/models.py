@@ -15,6 +15,7 @@ from typing import Any, Literal
 from engine.context_fit import KVDims, kv_dims_from_config, kv_dims_from_gguf
 from engine.gguf import GGUFError, GGUFHeader
 from engine.gguf_check import check_gguf
+from engine.ir_check import IRError, check_ir
 from engine.resources import demo_model_path
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,25 @@ def spec_from_path(path: Path, model_id: str | None = None) -> ModelSpec:
             raise ModelError(f"{path.name}: a model file must be a .gguf file")
         return _gguf_spec(path, model_id or path.stem)
     return _ir_spec(path, model_id or path.name)
+
+
+def verify_files(spec: ModelSpec) -> None:
+    """Check a model's files right before they are loaded (the server before it asks a
+    worker, the worker before GenAI opens them): a GGUF file whole, with its sampled digest
+    compared (:func:`engine.gguf_check.check_gguf`); an IR folder's JSON and IR files
+    (:func:`engine.ir_check.check_ir`). Both are cached by file identity, so a model loaded
+    again costs a few ``stat`` calls and, for a GGUF, a few MB read.
+
+    Raises:
+        ModelError: a file is damaged (the message names it and says what is wrong).
+    """
+    try:
+        if spec.format == "gguf":
+            check_gguf(spec.path, sampled=True)
+        else:
+            check_ir(spec.path)
+    except (GGUFError, IRError) as exc:
+        raise ModelError(str(exc)) from exc
 
 
 def _ir_spec(folder: Path, model_id: str) -> ModelSpec:

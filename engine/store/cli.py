@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
-from engine.models import ModelError
+from engine.models import ModelError, verify_files
 from engine.settings import Settings
 from engine.store.catalog import Catalog, MachineInfo
 from engine.store.errors import Cancelled, StoreError, disk_error
@@ -140,11 +140,12 @@ def _list(store: ModelStore, settings: Settings, args: argparse.Namespace) -> in
 
 
 def _unservable(models: list[StoredModel]) -> dict[str, str]:
-    """Why each stored model whose files no longer load cannot be served (a GGUF cut short)."""
+    """Why each stored model whose files no longer load cannot be served (a GGUF cut short,
+    an IR file damaged: the checks a load runs, :func:`engine.models.verify_files`)."""
     problems = {}
     for model in models:
         try:
-            model.spec()
+            verify_files(model.spec())
         except ModelError as exc:
             problems[model.id] = str(exc)
     return problems

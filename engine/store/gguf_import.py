@@ -2,7 +2,16 @@
 
 GenAI loads GGUF files directly (llama, qwen2, qwen3; see ``engine.models``), so importing
 is: refuse what GenAI cannot load (architecture, quantization) before copying anything, then
-hard-link (same disk) or copy the file into a staging folder and commit it.
+copy the file into a staging folder, record what the copy holds (its content hash,
+:mod:`engine.store.content`) and commit it.
+
+The file is copied, never hard-linked: a hard link is the same file under two names, so
+anything that wrote the store's copy (a tool, a damaged disk, an attacker) rewrote the
+person's original too, and a change to the original reached the store unseen. The copy is a
+reflink where the filesystem can make one (``FICLONE`` on btrfs/XFS: instant, and shares no
+bytes once either side is written), else ``os.copy_file_range`` (the kernel copies, and may
+clone or copy server-side), else a plain streamed copy; each reports progress and can be
+cancelled between chunks.
 
 With ``save_ir`` GenAI converts the file once, in a child process (a large GGUF can exhaust
 memory; the app must survive that), and writes ``openvino_model.xml``/``.bin`` plus the
@@ -13,14 +22,20 @@ Threading: :func:`import_gguf` blocks; cancel it with the ``cancel`` event from 
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import logging
 import multiprocessing
 import os
+import sys
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
-from engine.models import ModelSpec, spec_from_path
+from engine.gguf import GGUFError
+from engine.models import ModelError, ModelSpec, spec_from_path
+from engine.store.content import CONTENT, ContentRecord, record_content
 from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, gguf_facts, ir_facts
 from engine.store.ids import id_from_name, normalize_id
@@ -31,6 +46,11 @@ from engine.store.store import ModelStore, StoredModel
 logger = logging.getLogger(__name__)
 
 _COPY_CHUNK = 4 * 1024 * 1024
+_RANGE_CHUNK = 64 * 1024 * 1024  # per copy_file_range call: progress and cancel between them
+_FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+# Errors that mean "this filesystem (pair) cannot do that": fall back to the next way.
+_UNSUPPORTED = {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTTY}
+_UNSUPPORTED |= {getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EPERM, errno.EBADF}
 
 
 def import_gguf(
@@ -42,7 +62,7 @@ def import_gguf(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> StoredModel:
-    """Copy (or link) ``file`` into the store as a new model.
+    """Copy ``file`` into the store as a new model (a copy: the original is never shared).
 
     Raises:
         ModelError: the file is damaged, or GenAI cannot load it (the reason says which).
@@ -75,11 +95,15 @@ def _import(
         staging.mkdir(parents=True)
         try:
             copied = staging / spec.path.name
-            _link_or_copy(spec.path, copied, progress, cancel)
+            copy_file(spec.path, copied, progress, cancel)
+            record = _record(copied, progress, cancel)
             if save_ir:
                 _save_ir(copied, progress, cancel)
                 _write_config(staging, spec)
             manifest = _manifest(target, staging, copied, spec, save_ir)
+            if not save_ir:  # an IR folder is loaded instead; the GGUF beside it is a source
+                details = {**manifest.details, CONTENT: record.to_dict()}
+                manifest = dataclasses.replace(manifest, details=details)
             stored = store.commit(staging, manifest)
         except BaseException:
             store.discard_partial(target)
@@ -87,20 +111,84 @@ def _import(
     return stored
 
 
-def _link_or_copy(
+def copy_file(
     source: Path, dest: Path, progress: ProgressCallback | None, cancel: threading.Event | None
-) -> None:
-    try:
-        os.link(source, dest)
-        return
-    except OSError:
-        pass  # another disk, or links not allowed: copy
+) -> str:
+    """Copy ``source`` to the new file ``dest``: a reflink, else ``copy_file_range``, else a
+    streamed copy (see the module docstring). Returns which way it went (for tests and the
+    log): ``"reflink"``, ``"copy_file_range"`` or ``"stream"``.
+
+    Raises:
+        Cancelled: ``cancel`` was set (``dest`` is left for the caller to discard).
+        OSError: reading or writing failed.
+    """
     meter = ByteMeter(source.stat().st_size, progress, cancel)
     meter.item = source.name
     with source.open("rb") as src, dest.open("wb") as out:
-        while chunk := src.read(_COPY_CHUNK):
-            out.write(chunk)
-            meter.advance(len(chunk))
+        how = "reflink" if _reflink(src, out) else None
+        if how is None and _copy_range(src, out, meter):
+            how = "copy_file_range"
+        if how is None:
+            out.seek(0)
+            out.truncate()
+            src.seek(0)
+            meter.done = 0
+            while chunk := src.read(_COPY_CHUNK):
+                out.write(chunk)
+                meter.advance(len(chunk))
+            how = "stream"
+        out.flush()
+        os.fsync(out.fileno())
+    logger.info("copied %s into the store (%s)", source.name, how)
+    return how
+
+
+def _reflink(src: BinaryIO, out: BinaryIO) -> bool:
+    """Clone ``src`` into ``out`` (Linux ``FICLONE``); False where it cannot be done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import fcntl
+
+    try:
+        fcntl.ioctl(out.fileno(), _FICLONE, src.fileno())
+    except OSError as exc:
+        if exc.errno in _UNSUPPORTED:
+            return False
+        raise
+    return True
+
+
+def _copy_range(src: BinaryIO, out: BinaryIO, meter: ByteMeter) -> bool:
+    """Copy with ``os.copy_file_range`` in chunks; False when it is unavailable here (the
+    caller then copies from the start)."""
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is None:
+        return False
+    remaining = meter.total
+    while remaining > 0:
+        try:
+            n = copy_range(src.fileno(), out.fileno(), min(_RANGE_CHUNK, remaining))
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                return False
+            raise
+        if n == 0:
+            break  # the source shrank meanwhile: the content record's check will refuse it
+        remaining -= n
+        meter.advance(n)
+    return True
+
+
+def _record(
+    copied: Path, progress: ProgressCallback | None, cancel: threading.Event | None
+) -> ContentRecord:
+    """The copy's content record (hashing it whole, with progress)."""
+    meter = ByteMeter(copied.stat().st_size, progress, cancel)
+    meter.item, meter.phase = copied.name, "verifying"
+    try:
+        return record_content(copied, meter.advance)
+    except GGUFError as exc:  # the source changed while it was copied
+        raise ModelError(str(exc)) from exc
 
 
 def _save_ir(gguf: Path, progress: ProgressCallback | None, cancel: threading.Event | None) -> None:

@@ -67,6 +67,7 @@ class ByteMeter:
         self.total = total
         self.done = done
         self.item: str | None = None
+        self.phase = "downloading"  # what advance() reports (an import's hash: "verifying")
         self._callback = callback
         self._cancel = cancel
         self._window = window
@@ -89,7 +90,7 @@ class ByteMeter:
             self._samples.popleft()
         if now - self._last_report >= self._interval:
             self._last_report = now
-            self.report("downloading")
+            self.report(self.phase)
 
     def report(self, phase: str, message: str = "") -> None:
         if self._callback is not None:

@@ -33,8 +33,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from engine.models import ModelError, ModelSpec, spec_from_path
+from engine.models import ModelError, ModelSpec, spec_from_path, verify_files
 from engine.settings import Settings
+from engine.store.content import verify_content
 from engine.store.errors import (
     InvalidModelId,
     ModelDamaged,
@@ -191,6 +192,23 @@ class ModelStore:
         draft = self._draft_path(stored)
         return dataclasses.replace(spec, draft_path=draft) if draft is not None else spec
 
+    def spec_to_load(self, model_id: str) -> ModelSpec:
+        """:meth:`spec`, with the model's files checked for damage right before a load: an
+        IR folder's JSON and IR files, a GGUF file's structure and its content against the
+        record taken at import (:mod:`engine.store.content`). Cheap when nothing changed.
+
+        Raises:
+            InvalidModelId, ModelNotFound: as :meth:`get`.
+            ModelError: a file is damaged or changed since import (the message names it).
+        """
+        stored = self.get(model_id)
+        spec = self.spec(model_id)
+        if spec.format == "gguf":  # the structure, then the bytes against their record
+            verify_content(spec.path, stored.manifest, stored.folder)
+        else:
+            verify_files(spec)
+        return spec
+
     def _draft_path(self, stored: StoredModel) -> Path | None:
         """The installed draft model the catalog pairs with ``stored``, if any.
 
@@ -213,14 +231,15 @@ class ModelStore:
     def resolve(self, id_or_path: str | Path) -> ModelSpec:
         """A ModelSpec for a store id or a filesystem path (for the command line).
 
-        A valid id present in the store wins; otherwise an existing path is used.
+        A valid id present in the store wins (its files checked as before any load,
+        :meth:`spec_to_load`); otherwise an existing path is used.
 
         Raises:
-            ModelError: neither a stored model nor a servable path.
+            ModelError: neither a stored model nor a servable path, or damaged files.
         """
         text = str(id_or_path)
         try:
-            return self.spec(text)
+            return self.spec_to_load(text)
         except (InvalidModelId, ModelNotFound):
             pass
         except StoreError as exc:

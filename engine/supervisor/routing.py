@@ -123,12 +123,13 @@ class Router:
                     shared.send(shared.wanted)
             elif isinstance(event, LoadProgress):
                 shared.worker_loading = True
-                shared.update(message=event.message)
+                shared.update(message=event.message, damaged=None)
             elif isinstance(event, ModelLoaded):
                 shared.worker_loading = False
                 shared.idle_since = None if shared.streams else time.monotonic()
                 shared.update(
                     state=READY,
+                    damaged=None,
                     model=event.spec,
                     device=event.device,
                     message=None,
@@ -145,6 +146,7 @@ class Router:
                     state=ERROR,
                     message=f"could not load {event.spec.id}: {event.message}",
                     backend=None,
+                    damaged=event.message if event.damaged else None,
                 )
             elif isinstance(event, ModelUnloaded):
                 shared.update(

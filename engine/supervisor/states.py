@@ -105,6 +105,9 @@ class EngineStatus:
     # How long the worker has left a ping unanswered, once past ``Settings.stall_seconds``
     # while it should answer (None: it answers). Measured when the snapshot is taken.
     stalled_seconds: float | None = None
+    # Why the last load refused the model's files (damaged, cut short): requests naming it
+    # are a 422, not a 500. None after a load that worked, and while a load runs.
+    damaged: str | None = None
 
     @property
     def health(self) -> HealthState:

@@ -208,7 +208,8 @@ class ModelLoaded:
 class ModelLoadFailed:
     spec: ModelSpec
     device: str
-    message: str
+    message: str  # one client-safe sentence (the library's own text is in the engine log)
+    damaged: bool = False  # the model's files were refused: the request's fault is the files
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from engine.models import ModelError, verify_files
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table
 from engine.worker.embeddings import EmbeddingRunner, EmbedJob, EmbedRefused
-from engine.worker.errors import PIPE_ERRORS, short_error
+from engine.worker.errors import PIPE_ERRORS, load_failure, short_error
 from engine.worker.grammar_probe import GrammarProbe
 from engine.worker.load_plan import plan_load
 from engine.worker.messages import (
@@ -303,10 +304,16 @@ class Worker:
         started = time.perf_counter()
         self._send([LoadProgress("compiling", f"loading {spec.id} on {command.device}")])
         try:
+            verify_files(spec)  # the server checked too; the files may have changed since
             backend = _build_backend(command)
+        except ModelError as exc:
+            logger.warning("not loading %s: %s", spec.id, exc)
+            self._send([ModelLoadFailed(spec, command.device, str(exc), damaged=True)])
+            return
         except Exception as exc:
             logger.exception("loading %s failed", spec.id)
-            self._send([ModelLoadFailed(spec, command.device, _load_error(exc))])
+            message, damaged = load_failure(exc)
+            self._send([ModelLoadFailed(spec, command.device, message, damaged)])
             return
         backend.stream_interval = command.stream_interval
         backend.grammar_probe = self._probe
@@ -418,9 +425,3 @@ def _speculation(command: LoadModel) -> Speculation:
     if command.draft_path is not None:
         return "draft"
     return "prompt_lookup" if command.prompt_lookup else "off"
-
-
-def _load_error(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if line.strip()), type(exc).__name__)
-    return first[:500]

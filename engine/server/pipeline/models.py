@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from engine.gguf import GGUFError
-from engine.gguf_check import check_gguf
-from engine.models import ModelError, ModelSpec
+from engine.models import ModelError, ModelSpec, verify_files
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
@@ -68,7 +66,9 @@ class ModelResolver:
                 note_model(status.model.id)
                 return status.model, engine
         seen = self.models.seen.get(name)
-        spec = self._recheck(seen) if seen is not None else self._stored_spec(name)
+        # Reading and checking the files (a few MB for a GGUF, an IR's XML; a whole hash
+        # when a stored GGUF changed) stays off the event loop.
+        spec = await asyncio.to_thread(self._spec_to_load, name, seen)
         if spec.task != "chat":
             route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
             what = "a reranker" if spec.task == "rerank" else "an embedding model"
@@ -95,6 +95,8 @@ class ModelResolver:
             note_model(name)
             return status.model, engine
         if status.state == ERROR:
+            if status.damaged:  # the worker refused the files (changed since our check)
+                raise _damaged(name, status.damaged)
             raise APIError(
                 500, status.message or f"could not load {name}", code="model_load_failed"
             )
@@ -156,16 +158,36 @@ class ModelResolver:
         except ModelError as exc:
             raise _damaged(name, exc) from exc
 
-    @staticmethod
-    def _recheck(spec: ModelSpec) -> ModelSpec:
-        """Check a GGUF seen earlier again before the engine opens it: the file may have
-        changed since (a cut-short copy). The check is cached by size and mtime."""
-        if spec.path.is_file():
+    def _spec_to_load(self, name: str, seen: ModelSpec | None) -> ModelSpec:
+        """The spec of ``name`` with its files checked right before a load (on a thread).
+
+        A stored model is read from the store again, its files checked and, for a GGUF, its
+        content compared with the record taken at import (``ModelStore.spec_to_load``); a
+        model seen from a path (no record) has its files checked (``verify_files``). Both
+        are cheap when nothing changed and re-validate whatever did: a file rewritten since
+        it was last loaded is a 422 here, not a crash or garbage in the worker.
+        """
+        if seen is not None and not self._in_store(seen):
+            if not seen.path.exists():
+                return seen  # gone: the worker's own check answers (a scripted engine: none)
             try:
-                check_gguf(spec.path)
-            except GGUFError as exc:
-                raise _damaged(spec.id, exc) from exc
-        return spec
+                verify_files(seen)
+            except ModelError as exc:
+                raise _damaged(seen.id, exc) from exc
+            return seen
+        if self.store is None:
+            raise not_found(name)
+        try:
+            return self.store.spec_to_load(name)
+        except StoreError as exc:  # path-like ids land here too, before any file access
+            raise not_found(name) from exc
+        except ModelError as exc:
+            raise _damaged(name, exc) from exc
+
+    def _in_store(self, spec: ModelSpec) -> bool:
+        if self.store is None:
+            return False
+        return spec.path.is_relative_to(self.store.root.resolve())
 
 
 def not_found(name: str) -> APIError:
@@ -177,7 +199,7 @@ def not_found(name: str) -> APIError:
     )
 
 
-def _damaged(name: str, exc: Exception) -> APIError:
+def _damaged(name: str, exc: Exception | str) -> APIError:
     # 422: the request is fine but names a model whose files cannot be served; the fix is
     # the person's (remove or re-download it), not a retry.
     return APIError(
