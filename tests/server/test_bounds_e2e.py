@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,32 @@ def test_a_prompt_over_the_context_names_input(http: httpx.Client) -> None:
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "input", error
+
+
+def test_a_response_belongs_to_the_key_that_created_it(tmp_path: Path, tiny_model: Path) -> None:
+    """Two servers on one home, one after the other: the key changed, its responses are gone
+    for the new key (404) and back with the old one."""
+    home = tmp_path / "keyed-home"
+
+    def server_with(key: str) -> AbstractContextManager[ServerProcess]:
+        return running_server(home, tiny_model, env={"SIDELIGHT_API_KEY": key})
+
+    body = {"model": DEMO, "input": "Hello", "max_output_tokens": 2}
+    with server_with("alice-key") as alice:
+        headers = {"Authorization": "Bearer alice-key"}
+        created = httpx.post(f"{alice.base_url}/v1/responses", json=body, headers=headers)
+        assert created.status_code == 200, created.text
+        response_id = created.json()["id"]
+    with server_with("bob-key") as bob:
+        url = f"{bob.base_url}/v1/responses/{response_id}"
+        headers = {"Authorization": "Bearer bob-key"}
+        assert httpx.get(url, headers=headers).status_code == 404
+        assert httpx.delete(url, headers=headers).status_code == 404
+        follow = {**body, "previous_response_id": response_id}
+        refused = httpx.post(f"{bob.base_url}/v1/responses", json=follow, headers=headers)
+        assert refused.status_code == 404
+        assert refused.json()["error"]["param"] == "previous_response_id"
+    with server_with("alice-key") as alice:
+        url = f"{alice.base_url}/v1/responses/{response_id}"
+        found = httpx.get(url, headers={"Authorization": "Bearer alice-key"})
+        assert found.status_code == 200 and found.json()["id"] == response_id
