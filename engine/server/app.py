@@ -44,7 +44,7 @@ from engine.server.pipeline import Pipeline
 from engine.server.pipeline.engine import Encoders, EngineLike
 from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
-from engine.server.responses.store import ResponseStore
+from engine.server.responses.store import ResponseStore, owner_of
 from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 
@@ -73,7 +73,11 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
         *health_routes(engine, monitor.speculation),
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
-        *responses_routes(pipeline, ResponseStore(settings.paths.responses_dir)),
+        *responses_routes(
+            pipeline,
+            ResponseStore(settings.paths.responses_dir),
+            owner=owner_of(settings.api_key),
+        ),
         *anthropic_routes(pipeline),
         *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
         *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),

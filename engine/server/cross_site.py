@@ -33,6 +33,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engine.server.echo import clip
 from engine.server.errors import refusal
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -57,7 +58,7 @@ class CrossSiteGuard:
             response = refusal(
                 scope,
                 403,
-                f"requests from the web origin {origin[:200]!r} are not allowed; add it to "
+                f"requests from the web origin {clip(origin)!r} are not allowed; add it to "
                 "allowed_origins in Sidelight's settings if you trust it",
                 code="origin_not_allowed",
             )
@@ -72,7 +73,7 @@ class CrossSiteGuard:
                     scope,
                     415,
                     f"the request body must be JSON sent with 'Content-Type: application/json' "
-                    f"(got Content-Type: {shown[:100]})",
+                    f"(got Content-Type: {clip(shown)})",
                     code="unsupported_media_type",
                 )
                 await response(scope, receive, send)
@@ -90,7 +91,9 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _has_body(headers: dict[str, str]) -> bool:
     length = headers.get("content-length", "").strip()
-    return "transfer-encoding" in headers or (length.isdigit() and int(length) > 0)
+    return "transfer-encoding" in headers or (
+        length.isascii() and length.isdigit() and int(length) > 0
+    )
 
 
 def _is_json(media_type: str) -> bool:

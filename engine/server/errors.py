@@ -22,6 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
+from engine.server.echo import MESSAGE_BYTES, clip, clip_optional
+
 logger = logging.getLogger(__name__)
 
 _TYPES = {
@@ -41,7 +43,11 @@ _TYPES = {
 
 
 class APIError(Exception):
-    """An error the client should see, with its HTTP status."""
+    """An error the client should see, with its HTTP status.
+
+    ``message`` and ``param`` may repeat what the client sent: both are clipped
+    (:func:`engine.server.echo.clip`), so no error answer or log entry grows with a request.
+    """
 
     def __init__(
         self,
@@ -52,10 +58,11 @@ class APIError(Exception):
         code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        message = clip(message, MESSAGE_BYTES)
         super().__init__(message)
         self.status = status
         self.message = message
-        self.param = param
+        self.param = clip_optional(param)
         self.code = code
         self.headers = headers or {}
 
@@ -173,8 +180,10 @@ class ErrorShapes:
         headers: dict[str, str] | None = None,
         refusal: bool = False,
     ) -> JSONResponse:
-        """An error answer for ``path`` in the shape of the API it belongs to."""
-        body = self.renderer(path, refusal=refusal)(status, message, param=param, code=code)
+        """An error answer for ``path`` in the shape of the API it belongs to (its message
+        and param clipped: they may repeat what the client sent)."""
+        render = self.renderer(path, refusal=refusal)
+        body = render(status, clip(message, MESSAGE_BYTES), param=clip_optional(param), code=code)
         return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -17,7 +17,9 @@ import struct
 import warnings
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from engine.server.echo import clip
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -44,12 +46,24 @@ def _float32(value: float) -> float:
     return value
 
 
+def _not_bool(value: Any) -> Any:
+    """Refuse JSON ``true``/``false`` where a number stands (pydantic reads them as 1 and 0)."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    return value
+
+
+# Every number field of every dialect is one of these, never a bare int or float: pydantic's
+# lax mode reads ``true`` as 1, so ``max_output_tokens: true`` would be a 1-token answer.
+NotBool = BeforeValidator(_not_bool)
+Int = Annotated[int, NotBool]
+Float = Annotated[float, NotBool]
 # A number the engine keeps in a C++ float.
-Float32 = Annotated[float, AfterValidator(_float32)]
+Float32 = Annotated[float, NotBool, AfterValidator(_float32)]
 # A count or size the engine keeps in a 64-bit integer.
-Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+Int64 = Annotated[int, NotBool, Field(ge=INT64_MIN, le=INT64_MAX)]
 # A seed: negative means "random"; the engine's seed is a size_t, so at most 2**64 - 1.
-Seed = Annotated[int, Field(ge=INT64_MIN, le=UINT64_MAX)]
+Seed = Annotated[int, NotBool, Field(ge=INT64_MIN, le=UINT64_MAX)]
 
 
 def float32(value: float) -> float:
@@ -94,12 +108,12 @@ def check_schema(schema: Any, path: str = "schema") -> None:
     kinds = schema.get("type")
     for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
         if not isinstance(kind, str) or kind not in _SCHEMA_TYPES:
-            raise ValueError(f"{path}.type: unknown JSON Schema type {str(kind)[:40]!r}")
+            raise ValueError(f"{path}.type: unknown JSON Schema type {clip(str(kind))!r}")
     properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         raise ValueError(f"{path}.properties must be an object")
     for key, value in properties.items():
-        check_schema(value, f"{path}.properties.{key}")
+        check_schema(value, f"{path}.properties.{clip(str(key))}")
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise ValueError(f"{path}.required must be a list of property names")

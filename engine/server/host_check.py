@@ -22,6 +22,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engine.server.echo import clip
 from engine.server.errors import refusal
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -39,7 +40,7 @@ class HostCheckMiddleware:
             return
         header = _host_header(scope)
         if header is None or not self.allows(header):
-            shown = "(none)" if header is None else repr(header[:100])
+            shown = "(none)" if header is None else repr(clip(header))
             response = refusal(
                 scope,
                 403,

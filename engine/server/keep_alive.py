@@ -12,6 +12,8 @@ import math
 import re
 from typing import Final
 
+from engine.server.echo import clip
+
 FOREVER: Final = math.inf
 """A negative ``keep_alive``: the model is never unloaded for being idle."""
 
@@ -26,8 +28,11 @@ _UNITS: Final = {
     "m": 60.0,
     "h": 3600.0,
 }
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_NUMBER = re.compile(r"[+-]?(\d+(?:\.\d*)?|\.\d+)")
+# ASCII digits only: Python's \d and float() also read "٣" (Arabic-Indic three) as 3.
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_NUMBER = re.compile(r"[+-]?([0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+# No duration is longer ("1h2m3s4ms5us6ns" is 15): a longer text is refused unread.
+_MAX_DURATION_CHARS: Final = 64
 # Longer than any laptop stays up; a bigger finite value is a typo, not a wish.
 MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
 
@@ -51,6 +56,8 @@ def parse_keep_alive(value: float | str) -> float:
 
 
 def _parse_duration(text: str) -> float:
+    if len(text) > _MAX_DURATION_CHARS:
+        raise ValueError(_expected(text))
     if _NUMBER.fullmatch(text):  # "300": seconds, as Ollama's OLLAMA_KEEP_ALIVE takes it
         return float(text)
     sign = -1.0 if text.startswith("-") else 1.0
@@ -58,18 +65,17 @@ def _parse_duration(text: str) -> float:
     if not body or (text[:1] in "+-" and text[1:2] in "+-"):
         raise ValueError(_expected(text))
     total, at = 0.0, 0
-    for match in _PART.finditer(body):
-        if match.start() != at:
+    while at < len(body):  # each part where the last ended (finditer would rescan: O(n²))
+        match = _PART.match(body, at)
+        if match is None:
             raise ValueError(_expected(text))
         total += float(match.group(1)) * _UNITS[match.group(2)]
         at = match.end()
-    if at != len(body):
-        raise ValueError(_expected(text))
     return sign * total
 
 
 def _expected(value: object) -> str:
     return (
-        f"{value!r} is not a duration: use seconds (a number) or a duration such as "
+        f"{clip(repr(value))} is not a duration: use seconds (a number) or a duration such as "
         '"5m" or "1h30m"; 0 unloads after the request, a negative value keeps the model loaded'
     )

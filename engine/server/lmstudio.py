@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.server.echo import clip
 from engine.server.model_info import ModelDirectory, ModelInfo
 
 
@@ -30,7 +31,7 @@ def lmstudio_routes(models: ModelDirectory) -> list[Route]:
         name = request.path_params["model_id"]
         info = await models.find(name)
         if info is None:
-            return JSONResponse({"error": f"model '{name}' not found"}, status_code=404)
+            return JSONResponse({"error": f"model '{clip(name)}' not found"}, status_code=404)
         return JSONResponse(model_entry(info, set(models.loaded_contexts())))
 
     return [

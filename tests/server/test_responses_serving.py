@@ -382,10 +382,10 @@ async def test_a_stream_is_stored_before_it_says_completed(tmp_path: Path) -> No
     chunks: list[bytes] = []
 
     class CheckingStore(ResponseStore):
-        def save(self, stored: StoredResponse) -> bool:
+        def save(self, stored: StoredResponse, owner: str | None = None) -> bool:
             # A client may send previous_response_id as soon as it reads response.completed.
             assert not any(b"response.completed" in chunk for chunk in chunks)
-            return super().save(stored)
+            return super().save(stored, owner)
 
     store = CheckingStore(tmp_path)
     driver = _Asgi(build_app(ScriptedPipeline(reply("Hi!")), store), STREAMED, None)

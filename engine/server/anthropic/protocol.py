@@ -31,11 +31,13 @@ from pydantic import (
     model_validator,
 )
 
+from engine.server.echo import clip
 from engine.server.fields import (
     INT64_MAX,
     MAX_STOP_SEQUENCES,
     MAX_TOOLS,
     Float32,
+    Int,
     Int64,
     check_schema,
     check_schema_size,
@@ -186,7 +188,7 @@ class Tool(_Model):
     def _client_tool(self) -> Tool:
         if self.type not in (None, "custom"):
             raise ValueError(
-                f"'{self.type}' is one of Anthropic's server tools, which Sidelight does not "
+                f"'{clip(self.type)}' is one of Anthropic's server tools, which Sidelight does not "
                 "run; send client tools (name, description, input_schema) instead"
             )
         if self.input_schema is None:
@@ -247,14 +249,14 @@ class CountTokensRequest(_Request):
         if choice is not None and choice.type in ("any", "tool") and not names:
             raise ValueError(f"tool_choice: type '{choice.type}' needs at least one tool in tools")
         if choice is not None and choice.type == "tool" and choice.name not in names:
-            raise ValueError(f"tool_choice: no tool named '{choice.name}' in tools")
+            raise ValueError(f"tool_choice: no tool named '{clip(str(choice.name))}' in tools")
         return self
 
 
 class MessagesRequest(CountTokensRequest):
     """``POST /v1/messages``. ``max_tokens`` is required, as Anthropic requires it."""
 
-    max_tokens: Annotated[int, Field(ge=1, le=INT64_MAX)]
+    max_tokens: Annotated[Int, Field(ge=1, le=INT64_MAX)]
     stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = Field(
         default=None, max_length=MAX_STOP_SEQUENCES
     )

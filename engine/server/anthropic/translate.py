@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.server.anthropic import protocol
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.pipeline import GenerateRequest, ToolChoice
 from engine.server.sampling import sampling_params
@@ -103,7 +104,7 @@ class _OfferedTools:
     def add(self, name: str, param: str) -> None:
         tool = self._declared.get(name)
         if tool is None:
-            raise refuse(param, f"no tool named '{name}' in tools")
+            raise refuse(param, f"no tool named '{clip(name)}' in tools")
         self._offered[name] = tool
 
     def define(self, definition: Any, param: str) -> None:
@@ -270,5 +271,5 @@ def _unusable(block: Any, at: str, role: str) -> APIError:
             "remove the image or describe it in text",
         )
     if kind in ("tool_use", "tool_result", "thinking"):
-        return refuse(at, f"a {kind} block cannot be part of a {role} turn")
-    return refuse(at, f"content blocks of type '{kind}' are not supported by Sidelight")
+        return refuse(at, f"a {clip(kind)} block cannot be part of a {role} turn")
+    return refuse(at, f"content blocks of type '{clip(kind)}' are not supported by Sidelight")

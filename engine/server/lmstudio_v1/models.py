@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.models import ModelSpec
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelDirectory, ModelInfo
@@ -142,4 +143,4 @@ def _loaded(status: EngineStatus) -> str | None:
 
 
 def _shown(name: str) -> str:
-    return name if len(name) <= 80 else name[:80] + "..."
+    return clip(name)

@@ -20,14 +20,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.server.fields import INT64_MAX, Float32, Int64
+from engine.server.fields import INT64_MAX, Float32, Int, Int64
 from engine.server.model_info import ModelInfo
 
 Reasoning = Literal["off", "low", "medium", "high", "on"]
 # LM Studio's error types (its streaming-events page lists them).
 ErrorType = Literal["invalid_request", "model_not_found", "not_implemented", "internal_error"]
 
-_Count = Annotated[int, Field(ge=1, le=INT64_MAX)]
+_Count = Annotated[Int, Field(ge=1, le=INT64_MAX)]
 _BITS = re.compile(r"\d+")
 
 

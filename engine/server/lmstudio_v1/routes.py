@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.server.echo import clip
 from engine.server.errors import APIError, ErrorShape
 from engine.server.lmstudio_v1 import protocol, translate
 from engine.server.lmstudio_v1.models import EngineControl, ModelLoader, ModelServing
@@ -165,10 +166,9 @@ class ChatServing:
     async def _history(self, response_id: str) -> list[dict[str, Any]]:
         stored = await asyncio.to_thread(self._chats.load, response_id)
         if stored is None:
-            shown = response_id if len(response_id) <= 80 else response_id[:80] + "..."
             raise APIError(
                 404,
-                f"previous_response_id: no stored chat with id '{shown}' (it expired, or was "
+                f"previous_response_id: no stored chat with id '{clip(response_id)}' (it expired, or was "
                 "created with store: false)",
                 param="previous_response_id",
                 code="response_not_found",

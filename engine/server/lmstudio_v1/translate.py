@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelInfo
@@ -97,7 +98,7 @@ def _user_text(items: list[protocol.InputItem]) -> str:
             )
         else:
             raise refuse(
-                f"input.{i}.type", f"'{item.type}' items are not supported; send text items"
+                f"input.{i}.type", f"'{clip(item.type)}' items are not supported; send text items"
             )
     return "\n".join(texts)
 

@@ -15,6 +15,7 @@ Threading: the server's event loop.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ from starlette.datastructures import Headers
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.server.echo import HEADER_BYTES, MESSAGE_BYTES, URL_BYTES, clip
 from engine.server.monitor.monitor import RequestMonitor, bind, unbind
 from engine.server.monitor.record import CLIENT_GONE_STATUS, UNMATCHED_ROUTE, Replay
 from engine.server.streaming import ClientGone
@@ -32,6 +34,12 @@ _REPLAYED_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-b
 _AUTH_HEADERS = ("authorization", "x-api-key")
 MAX_KEPT_BODY = 4 * 1024 * 1024  # larger bodies are not kept (the log keeps 32 MiB in all)
 _ERROR_BODY_BYTES = 16 * 1024  # how much of an error answer is read for its message
+# A refused request this large is collected at once: an error's traceback holds the frames
+# that hold its body, in reference cycles (asyncio futures, chained exceptions) that only the
+# cycle collector frees, and it runs by object counts, not bytes; twenty 10 MB bodies then
+# lingered as 300 MB more memory. A full collection costs milliseconds; parsing such a body
+# costs more.
+_COLLECT_AFTER_BYTES = 1024 * 1024
 # Which dialect a path belongs to, until the pipeline says (first match wins).
 _DIALECTS = (
     ("/v1/messages", "anthropic"),
@@ -61,12 +69,15 @@ class MonitorMiddleware:
         )
         body: bytearray | None = bytearray() if self.monitor.keep_bodies else None
         body_read = False  # a body refused before it was read is not kept, not even empty
+        received = 0
         status: int | None = None
         error_answer = bytearray()
 
         async def observed_receive() -> Message:
-            nonlocal body, body_read
+            nonlocal body, body_read, received
             message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
             if body is not None and message["type"] == "http.request":
                 body.extend(message.get("body", b""))
                 body_read = not message.get("more_body", False)
@@ -100,6 +111,8 @@ class MonitorMiddleware:
             read = body is not None and body_read
             kept = body.decode("utf-8", errors="replace") if read and body is not None else None
             self.monitor.close(request, status or 500, _error_message(bytes(error_answer)), kept)
+            if received >= _COLLECT_AFTER_BYTES and (status or 500) >= 400:
+                gc.collect()
 
     def _route(self, scope: Scope) -> str:
         """The route's template (``/v1/models/{model_id:path}``), never the raw path: a
@@ -126,9 +139,11 @@ def _replay(scope: Scope, headers: Headers) -> Replay:
     path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
     query = scope.get("query_string", b"").decode("latin-1")
     url = f"{scope.get('scheme', 'http')}://{host}{path}" + (f"?{query}" if query else "")
-    kept = tuple((name, headers[name]) for name in _REPLAYED_HEADERS if name in headers)
+    kept = tuple(
+        (name, clip(headers[name], HEADER_BYTES)) for name in _REPLAYED_HEADERS if name in headers
+    )
     auth = next((name for name in _AUTH_HEADERS if name in headers), None)
-    return Replay(scope["method"], url, kept, auth)
+    return Replay(scope["method"], clip(url, URL_BYTES), kept, auth)
 
 
 def _error_message(answer: bytes) -> str | None:
@@ -138,10 +153,10 @@ def _error_message(answer: bytes) -> str | None:
     try:
         data = json.loads(answer)
     except ValueError:
-        return answer.decode("utf-8", errors="replace").strip()[:500] or None
+        return clip(answer.decode("utf-8", errors="replace").strip(), MESSAGE_BYTES) or None
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, str):
-        return error
+        return clip(error, MESSAGE_BYTES)
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
+        return clip(str(error["message"]), MESSAGE_BYTES)
     return None

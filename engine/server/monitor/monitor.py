@@ -7,7 +7,9 @@ generation inside it (dialect, model, tokens, TTFT, tokens/s, queue wait, failur
 a :class:`GenerationTracker`; it finds the request the middleware opened through a context
 variable, and opens (and closes) one of its own when there is none: the desktop chat calls
 the pipeline without HTTP. Closing logs the entry, counts it in the metrics and writes one
-INFO line to the log file.
+INFO line to the log file. Every text a client chose (the model name it asked for, its
+``User-Agent``, the error its request got) is clipped here (:mod:`engine.server.echo`), so an
+entry, its log line and its metrics labels are bounded in bytes whatever the request held.
 
 Threading: requests are opened and tracked on the loop serving them (the server's, or the
 desktop's asyncio thread); the log and the metrics may be read from any thread.
@@ -21,6 +23,7 @@ import time
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
+from engine.server.echo import HEADER_BYTES, MESSAGE_BYTES, clip, clip_optional
 from engine.server.monitor.log import DEFAULT_CAPACITY, RequestLog
 from engine.server.monitor.metrics import ServerMetrics
 from engine.server.monitor.record import (
@@ -62,9 +65,9 @@ def note_model(model_id: str | None = None, *, requested: str | None = None) -> 
     if request is None:
         return
     if requested is not None:
-        request.requested_model = requested
+        request.requested_model = clip(requested)
     if model_id is not None:
-        request.model = model_id
+        request.model = clip(model_id)
 
 
 class RequestMonitor:
@@ -108,7 +111,11 @@ class RequestMonitor:
         replay: Replay | None = None,
     ) -> OpenRequest:
         request = OpenRequest(
-            dialect=dialect, method=method, route=route, user_agent=user_agent, replay=replay
+            dialect=dialect,
+            method=method,
+            route=route,
+            user_agent=clip_optional(user_agent, HEADER_BYTES),
+            replay=replay,
         )
         self.metrics.in_flight.inc()
         self.log.started(request)
@@ -126,6 +133,7 @@ class RequestMonitor:
             request.cancelled = True
         if request.error is None and status >= 400:
             request.error = error
+        request.error = clip_optional(request.error, MESSAGE_BYTES)
         outcome = request.outcome(status)
         kept = body if self._keep_bodies else None
         entry = self.log.finished(request, status, outcome, kept)
@@ -142,7 +150,7 @@ class RequestMonitor:
         if request is None:
             request = self.open(dialect=dialect, method="", route=IN_PROCESS_ROUTE)
         request.dialect = dialect  # the pipeline knows it for sure; the path only suggests it
-        request.requested_model = requested_model
+        request.requested_model = clip(requested_model)
         return GenerationTracker(self, request, owned)
 
 
@@ -164,7 +172,7 @@ class GenerationTracker:
         self._ended = False
 
     def resolved(self, model_id: str) -> None:
-        self.request.model = model_id
+        self.request.model = clip(model_id)
 
     def submitted(self) -> None:
         self._submitted = time.monotonic()
@@ -197,7 +205,7 @@ class GenerationTracker:
     def failed(self, status: int, message: str) -> None:
         if self._ended:
             return
-        self.request.error_status, self.request.error = status, message
+        self.request.error_status, self.request.error = status, clip(message, MESSAGE_BYTES)
         self._end(status)
 
     def cancelled(self) -> None:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.monitor.curl import curl_command
 from engine.server.monitor.monitor import RequestMonitor
@@ -50,10 +51,11 @@ def monitor_routes(monitor: RequestMonitor) -> list[Route]:
 
 
 def _since(text: str) -> int:
-    if not text.isdigit() or len(text) > 18:
+    # ASCII digits only: str.isdigit() also takes "٣" (read as 3) and "²" (int() refuses it).
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise APIError(
             400,
-            f"since: expected the id of the last request seen (0 or more), got {text!r}",
+            f"since: expected the id of the last request seen (0 or more), got {clip(repr(text))}",
             param="since",
             code="invalid_value",
         )

@@ -20,6 +20,7 @@ from engine.server.fields import (
     MAX_STOP_SEQUENCES,
     MAX_TOOLS,
     Float32,
+    Int,
     Int64,
     Seed,
     check_schema,
@@ -194,7 +195,7 @@ class GenerateRequest(_GenerateFields):
     suffix: str | None = None
     system: str | None = None
     template: str | None = None
-    context: list[int] | None = None
+    context: list[Int] | None = None
     raw: bool = False
     images: list[str] | None = None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.models import ModelSpec
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
@@ -41,7 +42,7 @@ class Resolved:
 
 
 def not_found(name: str) -> APIError:
-    return APIError(404, f"model '{name}' not found", code="model_not_found")
+    return APIError(404, f"model '{clip(name)}' not found", code="model_not_found")
 
 
 def strip_tag(name: str) -> str:

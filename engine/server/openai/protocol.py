@@ -19,11 +19,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine.server.echo import clip
 from engine.server.fields import (
     MAX_EMBEDDING_INPUTS,
     MAX_STOP_SEQUENCES,
     MAX_TOOLS,
     Float32,
+    Int,
     Int64,
     Seed,
     check_schema,
@@ -94,7 +96,7 @@ class _SamplingFields(_Request):
     frequency_penalty: Float32 | None = Field(default=None, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: Int = 1
     user: str | None = None
     # Extensions beyond OpenAI (vLLM and llama.cpp spell them the same way).
     top_k: Int64 | None = Field(default=None, ge=-1)  # -1 and 0: off
@@ -199,7 +201,7 @@ class ChatCompletionRequest(_SamplingFields):
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_effort: str | None = None
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: Int | None = Field(default=None, ge=0, le=20)
 
     @model_validator(mode="after")
     def _token_limit(self) -> ChatCompletionRequest:
@@ -214,7 +216,7 @@ class ChatCompletionRequest(_SamplingFields):
             raise ValueError("tool_choice: 'required' needs at least one tool in tools")
         choice = self.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
-            raise ValueError(f"tool_choice: no tool named '{choice.function.name}' in tools")
+            raise ValueError(f"tool_choice: no tool named '{clip(choice.function.name)}' in tools")
         for tool in self.tools or []:
             if tool.function.parameters is not None:
                 try:
@@ -286,7 +288,7 @@ class CompletionRequest(_SamplingFields):
     prompt: str | list[str]
     echo: bool = False
     suffix: str | None = None
-    logprobs: int | None = Field(default=None, ge=0, le=5)
+    logprobs: Int | None = Field(default=None, ge=0, le=5)
 
     @field_validator("prompt")
     @classmethod
@@ -320,7 +322,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 class EmbeddingRequest(_Request):
     model: str
-    input: str | list[str] | list[int] | list[list[int]]
+    input: str | list[str] | list[Int] | list[list[Int]]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: Int64 | None = Field(default=None, ge=1)
     user: str | None = None

@@ -8,7 +8,7 @@ and the desktop app the runtime's :class:`engine.runtime.ServedEngine`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -131,13 +131,21 @@ class Encoders(Protocol):
     ) -> Reranked: ...
 
 
-def request_failed(exc: RequestFailed, internal_code: str | None = None) -> APIError:
+def request_failed(
+    exc: RequestFailed,
+    internal_code: str | None = None,
+    field_names: Mapping[str, str] | None = None,
+) -> APIError:
     """The HTTP error for a request the engine refused: a 4xx naming the field when the
-    request was at fault; ``internal_code`` replaces the code of a 500."""
+    request was at fault (``field_names``: the dialect's name for each engine field);
+    ``internal_code`` replaces the code of a 500."""
     status = _REJECT_STATUS.get(exc.code, 500)
     headers = {"Retry-After": "2"} if status == 503 else None
     code = internal_code if status == 500 and internal_code else exc.code
-    return APIError(status, str(exc), param=exc.param, code=code, headers=headers)
+    param = exc.param
+    if param is not None and field_names:
+        param = field_names.get(param, param)
+    return APIError(status, str(exc), param=param, code=code, headers=headers)
 
 
 def unavailable(exc: EngineUnavailable) -> APIError:

@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from engine.models import ModelError, ModelSpec, verify_files
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
@@ -74,7 +75,7 @@ class ModelResolver:
             what = "a reranker" if spec.task == "rerank" else "an embedding model"
             raise APIError(
                 400,
-                f"'{name}' is {what}; use POST {route} with it",
+                f"'{clip(name)}' is {what}; use POST {route} with it",
                 param="model",
                 code="model_not_generative",
             )
@@ -193,7 +194,7 @@ class ModelResolver:
 def not_found(name: str) -> APIError:
     return APIError(
         404,
-        f"The model '{name}' does not exist; see GET /v1/models",
+        f"The model '{clip(name)}' does not exist; see GET /v1/models",
         param="model",
         code="model_not_found",
     )
@@ -204,7 +205,7 @@ def _damaged(name: str, exc: Exception | str) -> APIError:
     # the person's (remove or re-download it), not a retry.
     return APIError(
         422,
-        f"the model '{name}' is damaged: {exc}; remove it (sidelight rm) and download it again",
+        f"the model '{clip(name)}' is damaged: {exc}; remove it (sidelight rm) and download it again",
         param="model",
         code="model_damaged",
     )
@@ -214,7 +215,7 @@ def still_loading(name: str, why: str | None = None) -> APIError:
     """503 + Retry-After for a model whose load takes longer than the request may wait."""
     return APIError(
         503,
-        why or f"{name} is still loading; retry shortly",
+        why or f"{clip(name)} is still loading; retry shortly",
         code="model_loading",
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )

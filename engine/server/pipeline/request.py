@@ -71,3 +71,6 @@ class GenerateRequest:
     # Only template and count the prompt (Anthropic's count_tokens): the engine answers
     # Started and then Done without generating, and the prompt need not fit the context.
     count_only: bool = False
+    # The dialect's names for the fields the engine names in its refusals (``messages``,
+    # ``max_tokens``): Responses says ``input`` and ``max_output_tokens``.
+    field_names: dict[str, str] = field(default_factory=dict)

@@ -133,7 +133,7 @@ class Pipeline:
         try:
             accepted = await stream.start()
         except RequestFailed as exc:
-            raise request_failed(exc) from exc
+            raise request_failed(exc, field_names=request.field_names) from exc
         except BaseException:  # cancelled while waiting (the client went away)
             stream.cancel()
             raise

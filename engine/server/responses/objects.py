@@ -11,7 +11,8 @@ import time
 import uuid
 from typing import Any, Literal
 
-from engine.server.responses.protocol import ResponsesRequest
+from engine.server.echo import clip
+from engine.server.responses.protocol import ResponsesRequest, declared
 
 Status = Literal["completed", "incomplete", "in_progress", "failed"]
 
@@ -102,10 +103,11 @@ def response_object(
 ) -> dict[str, Any]:
     """The response as ``response.created`` shows it: in progress, no output yet.
 
-    The request's settings are echoed back as OpenAI does; ``tools`` are the function tools
-    the model was offered.
+    The request's settings are echoed back as OpenAI does, their known fields only (a
+    client's extra fields are not stored); ``tools`` are the function tools the model was
+    offered.
     """
-    text_format = body.text.format.model_dump(by_alias=True, exclude_none=True)
+    text_format = declared(body.text.format)
     reasoning = None
     if body.reasoning is not None:
         reasoning = {"effort": body.reasoning.effort, "summary": body.summary}
@@ -130,7 +132,7 @@ def response_object(
         "store": body.store,
         "temperature": body.temperature,
         "text": {"format": text_format},
-        "tool_choice": body.tool_choice,
+        "tool_choice": _tool_choice(body.tool_choice),
         "tools": tools,
         "top_logprobs": body.top_logprobs,
         "top_p": body.top_p,
@@ -139,3 +141,16 @@ def response_object(
         "user": body.user,
         "metadata": body.metadata or {},
     }
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    """``tool_choice`` as echoed: a mode, or the keys of its shape (already checked)."""
+    if isinstance(choice, str):
+        return choice
+    if choice["type"] == "allowed_tools":
+        tools = [
+            {"type": clip(str(t.get("type", "function"))), "name": t["name"]}
+            for t in choice["tools"]
+        ]
+        return {"type": "allowed_tools", "mode": choice["mode"], "tools": tools}
+    return {"type": choice["type"], "name": choice["name"]}

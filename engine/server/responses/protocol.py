@@ -24,11 +24,15 @@ from pydantic import (
     model_validator,
 )
 
+from engine.server.echo import clip, utf8_size
 from engine.server.errors import APIError
-from engine.server.fields import MAX_TOOLS, Float32, Int64, check_schema, check_schema_size
+from engine.server.fields import MAX_TOOLS, Float32, Int, Int64, check_schema, check_schema_size
 
-# Tools OpenAI runs on its own servers. A client may offer them (Codex offers web_search by
-# default); Sidelight cannot run them, so the model is simply not told about them.
+# Tools OpenAI runs on its own servers; Sidelight cannot run them. Web search is left out of
+# what the model is offered (Codex offers it on every request, and an answer without a search
+# is still an answer; the log says so). Every other one is a 400 naming ``tools.N.type``, as
+# Anthropic's server tools are: an answer without the files, the MCP server or the code run
+# the client asked for would silently be another answer.
 HostedToolType = Literal[
     "web_search",
     "web_search_preview",
@@ -41,10 +45,14 @@ HostedToolType = Literal[
     "mcp",
 ]
 HOSTED_TOOL_TYPES = frozenset(get_args(HostedToolType))
+OMITTED_TOOL_TYPES = frozenset(kind for kind in HOSTED_TOOL_TYPES if kind.startswith("web_search"))
 TOOL_TYPES = frozenset({"function", "namespace"}) | HOSTED_TOOL_TYPES
 ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning"})
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 MAX_METADATA_KEYS = 16
+# Fields a stored response keeps that no context bounds (the prompt's are bounded by it).
+MAX_USER_BYTES = 256  # OpenAI's "stable identifier for your end-user"
+MAX_NAME_CHARS = 256  # a function call's name and namespace (tool names are at most 64)
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 SummaryMode = Literal["auto", "concise", "detailed"]
@@ -105,9 +113,9 @@ class MessageItem(_Model):
 class FunctionCallItem(_Model):
     type: Literal["function_call"]
     call_id: str = Field(min_length=1, max_length=256)
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     arguments: str
-    namespace: str | None = None
+    namespace: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
 
 
 class FunctionCallOutputItem(_Model):
@@ -255,7 +263,7 @@ class ResponsesRequest(_Model):
     max_tool_calls: Int64 | None = Field(default=None, ge=1)
     temperature: Float32 | None = Field(default=None, ge=0, le=2)
     top_p: Float32 | None = Field(default=None, ge=0, le=1)
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: Int | None = Field(default=None, ge=0, le=20)
     text: TextConfig = Field(default_factory=TextConfig)
     reasoning: ReasoningConfig | None = None
     include: list[str] | None = None
@@ -296,9 +304,16 @@ class ResponsesRequest(_Model):
             ):
                 raise ValueError("allowed_tools needs 'tools', a list of {type, name}")
         elif kind in HOSTED_TOOL_TYPES:
-            raise ValueError(f"'{kind}' is a tool OpenAI runs; Sidelight cannot call it")
+            raise ValueError(f"'{clip(str(kind))}' is a tool OpenAI runs; Sidelight cannot call it")
         else:
             raise ValueError("the object must have type 'function' or 'allowed_tools'")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _check_user(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > MAX_USER_BYTES or utf8_size(value) > MAX_USER_BYTES):
+            raise ValueError(f"must be at most {MAX_USER_BYTES} bytes (an id for the end user)")
         return value
 
     @field_validator("metadata")
@@ -370,7 +385,7 @@ def _check_kinds(data: dict[str, Any]) -> None:
         if kind is not None and kind not in ITEM_TYPES:
             raise _refusal(
                 f"input.{i}.type",
-                f"'{kind}' items are not supported; send message, function_call, "
+                f"'{clip(kind)}' items are not supported; send message, function_call, "
                 "function_call_output or reasoning items",
             )
     tools = data.get("tools")
@@ -379,7 +394,13 @@ def _check_kinds(data: dict[str, Any]) -> None:
         if isinstance(kind, str) and kind not in TOOL_TYPES:
             raise _refusal(
                 f"tools.{i}.type",
-                f"'{kind}' tools are not supported; Sidelight offers the model function tools",
+                f"'{clip(kind)}' tools are not supported; Sidelight offers the model function tools",
+            )
+        if kind in HOSTED_TOOL_TYPES and kind not in OMITTED_TOOL_TYPES:
+            raise _refusal(
+                f"tools.{i}.type",
+                f"'{kind}' is a tool OpenAI runs on its servers; Sidelight cannot run it, and "
+                "an answer without it would not be the one asked for: send function tools",
             )
 
 
@@ -418,3 +439,23 @@ def _param(loc: tuple[int | str, ...], rename: dict[str, str]) -> str:
     if parts:
         parts[0] = rename.get(parts[0], parts[0])
     return ".".join(parts)
+
+
+def declared(model: BaseModel) -> dict[str, Any]:
+    """``model`` as JSON without the unknown fields it accepted (``extra="allow"``), at every
+    level: what a response echoes and the store keeps is what Sidelight read, so a client
+    cannot have megabytes it sent beside the known fields written to disk."""
+    out: dict[str, Any] = {}
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is not None:
+            out[info.alias or name] = _declared_value(value)
+    return out
+
+
+def _declared_value(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return declared(value)
+    if isinstance(value, list):
+        return [_declared_value(v) for v in value]
+    return value

@@ -8,9 +8,12 @@ from engine.server.responses.serving import ResponsesPipeline, ResponsesServing
 from engine.server.responses.store import ResponseStore
 
 
-def responses_routes(pipeline: ResponsesPipeline, store: ResponseStore) -> list[Route]:
-    """``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{response_id}``."""
-    serving = ResponsesServing(pipeline, store)
+def responses_routes(
+    pipeline: ResponsesPipeline, store: ResponseStore, *, owner: str | None = None
+) -> list[Route]:
+    """``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{response_id}``; stored
+    responses belong to ``owner`` (:func:`engine.server.responses.store.owner_of`)."""
+    serving = ResponsesServing(pipeline, store, owner=owner)
     return [
         Route("/v1/responses", serving.create, methods=["POST"]),
         Route("/v1/responses/{response_id}", serving.get, methods=["GET"]),

@@ -6,6 +6,11 @@ rendered (:mod:`render`). With ``store`` (the default, as in OpenAI's API) the r
 written before the client learns it is complete, so a ``previous_response_id`` sent right
 after always finds it.
 
+Stored responses are bounded before the request runs: one whose stored form (its input,
+the conversation before it, and what the response echoes) would pass the store's
+``max_response_bytes`` is a 400 naming the largest field, so nothing is generated only to be
+dropped. With an API key, responses belong to it: another key's ids are 404.
+
 Runs on the server's event loop; the store's file work goes to a thread.
 """
 
@@ -20,6 +25,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.json_body import read_json_object
 from engine.server.pipeline import GenerateRequest, PipelineEvent, Reply, Started
@@ -32,6 +38,10 @@ from engine.server.streaming import ClientGone, EventStreamResponse, unless_disc
 logger = logging.getLogger(__name__)
 
 _INLINE_PARSE_BYTES = 256 * 1024
+# Room kept in a stored response for the answer itself (128K tokens of 4 bytes).
+_ANSWER_ROOM = 512 * 1024
+# What a response object echoes of its request, beside its input (in the stored context).
+_ECHOED = ("instructions", "tools", "tool_choice", "text", "metadata", "user")
 
 
 class ReplyStream(Protocol):
@@ -54,9 +64,12 @@ class ResponsesPipeline(Protocol):
 
 
 class ResponsesServing:
-    def __init__(self, pipeline: ResponsesPipeline, store: ResponseStore) -> None:
+    def __init__(
+        self, pipeline: ResponsesPipeline, store: ResponseStore, *, owner: str | None = None
+    ) -> None:
         self._pipeline = pipeline
         self._store = store
+        self._owner = owner
 
     async def create(self, request: Request) -> Response:
         body = protocol.parse_request(await _json(request))
@@ -70,6 +83,8 @@ class ResponsesServing:
             ).history()
         turn = translate(body, history)
         response_id, created = objects.new_id("resp"), objects.now()
+        if body.store:  # sizes whole JSON documents: off the loop
+            await asyncio.to_thread(self._check_storable, body, turn, response_id, created)
         if body.stream:
             generation = await self._pipeline.start(turn.request)  # errors before any byte
             renderer = self._renderer(body, turn, response_id, created, generation.started.model)
@@ -91,7 +106,7 @@ class ResponsesServing:
 
     async def delete(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not await asyncio.to_thread(self._store.delete, response_id):
+        if not await asyncio.to_thread(self._store.delete, response_id, self._owner):
             raise _not_found(response_id, None)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
@@ -130,12 +145,49 @@ class ResponsesServing:
             if not renderer.finished:
                 generation.cancel()
 
+    def _check_storable(
+        self, body: protocol.ResponsesRequest, turn: Turn, response_id: str, created: int
+    ) -> None:
+        """Refuse, before any work, a response too large to store (400 naming the field).
+
+        The answer's own room (:data:`_ANSWER_ROOM`) is kept free: what the model writes is
+        bounded by the context, not known yet.
+        """
+        response = objects.response_object(
+            body,
+            response_id=response_id,
+            created_at=created,
+            model=clip(body.model),  # the served model's id, once resolved: a short name
+            tools=turn.tools,
+        )
+        sizes = {key: _json_size(response[key]) for key in _ECHOED}
+        sizes["text.format"] = sizes.pop("text")
+        previous = len(turn.context) - len(body.input)
+        if previous:
+            sizes["previous_response_id"] = sum(_json_size(i) for i in turn.context[:previous])
+        for i, item in enumerate(turn.context[previous:]):
+            sizes[f"input.{i}"] = _json_size(item)
+        total = _json_size(response) + sum(sizes[f] for f in sizes if f.startswith("input."))
+        total += sizes.get("previous_response_id", 0)
+        most = self._store.max_response_bytes
+        limit = max(most - _ANSWER_ROOM, most // 2)
+        if total > limit:
+            field = max(sizes, key=lambda f: sizes[f])
+            raise APIError(
+                400,
+                f"{field}: the response would take {total} bytes to store, more than the "
+                f"{limit} a stored response may take (the largest part is {field}, "
+                f"{sizes[field]} bytes); send less, or store: false",
+                param=field,
+                code="response_too_large",
+            )
+
     async def _keep(self, response: dict[str, Any], turn: Turn) -> None:
         stored = StoredResponse(response, turn.context)
-        await asyncio.to_thread(self._store.save, stored)
+        await asyncio.to_thread(self._store.save, stored, self._owner)
 
     async def _stored(self, response_id: str, param: str | None) -> StoredResponse:
-        stored = await asyncio.to_thread(self._store.load, response_id)
+        stored = await asyncio.to_thread(self._store.load, response_id, self._owner)
         if stored is None:
             raise _not_found(response_id, param)
         return stored
@@ -150,15 +202,18 @@ async def _json(request: Request) -> dict[str, Any]:
 
 
 def _not_found(response_id: str, param: str | None) -> APIError:
-    shown = response_id if len(response_id) <= 80 else response_id[:80] + "..."
     where = f"{param}: " if param else ""
     return APIError(
         404,
-        f"{where}no stored response with id '{shown}' (it expired, was deleted, or was created "
+        f"{where}no stored response with id '{clip(response_id)}' (it expired, was deleted, or was created "
         "with store: false)",
         param=param,
         code="response_not_found",
     )
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def _sse(event: dict[str, Any]) -> str:

@@ -9,8 +9,8 @@ one turn), ``function_call_output`` items ``tool`` messages, and a ``reasoning``
 API.
 
 Function tools are offered in the chat-completions shape; a namespace's functions are
-offered by name (their calls say the namespace); tools only OpenAI can run (web search,
-file search, ...) are left out, since no model here could have them run.
+offered by name (their calls say the namespace); web search, which only OpenAI can run, is
+left out (the protocol refuses the other tools OpenAI runs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.fields import MAX_TOOLS
 from engine.server.pipeline import GenerateRequest, ToolChoice, ToolMode
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 # Efforts the chat templates that take one (gpt-oss) know by name.
 _TEMPLATE_EFFORTS = frozenset({"low", "medium", "high"})
+# What the engine's refusals name (a prompt over the context), as this API names it.
+_FIELD_NAMES = {"messages": "input", "max_tokens": "max_output_tokens"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
         chat_template_kwargs=_template_kwargs(body),
         logprobs=body.wants_logprobs,
         split_reasoning=True,  # reasoning items, as for chat
+        field_names=_FIELD_NAMES,
     )
     context = [*(history or []), *(_as_json(item) for item in body.input)]
     return Turn(request, context, echo, namespaces)
@@ -167,7 +171,7 @@ def _offered_tools(
         else:
             hosted.append(tool.type)
             continue
-        echo.append(tool.model_dump(mode="json", exclude_none=True))
+        echo.append(protocol.declared(tool))
     if hosted:
         logger.info("responses: not offering %s (tools only OpenAI runs)", ", ".join(hosted))
     if len(tools) > MAX_TOOLS:
@@ -208,7 +212,7 @@ def _check_names(missing: set[str]) -> None:
     if missing:
         raise APIError(
             400,
-            f"tool_choice: no function tool named '{sorted(missing)[0]}' in tools",
+            f"tool_choice: no function tool named '{clip(sorted(missing)[0])}' in tools",
             param="tool_choice",
             code="invalid_value",
         )
@@ -235,5 +239,5 @@ def _template_kwargs(body: ResponsesRequest) -> dict[str, Any]:
 
 
 def _as_json(item: InputItem) -> dict[str, Any]:
-    dumped: dict[str, Any] = item.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
+    """An item as the store keeps it: its known fields only (see :func:`protocol.declared`)."""
+    return protocol.declared(item)
