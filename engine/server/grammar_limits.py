@@ -7,8 +7,8 @@ once on its grammar probe (a child process, off the step loop) and once inside t
 pipeline's ``step()``, where every other stream on that model waits for it. The compile time
 grows superlinearly with a schema's optional properties and with its size
 (``bench/grammar_bench.py``, docs/benchmarks.md "Grammar compile"): on the demo model a
-1,000-property all-optional object took 23 s, 128 tools of 15 properties 4.6 s. These limits
-keep the largest grammar allowed to about two seconds there (a repeat costs nothing: both
+1,000-property all-optional object took 21 s, 128 tools of 15 properties 4.6 s. These limits
+keep the largest grammar allowed to about a second there (a repeat costs nothing: both
 compilers cache by grammar), and are checked by the pipeline's
 planner (:func:`engine.server.pipeline.plan.plan_request`), once for every dialect, before
 the worker sees the request. The dialects' own checks (``fields.check_schema_size``: 32
@@ -24,14 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 # One object's properties that are not in its "required" list: the superlinear term
-# (200 optional: 0.65 s, 300: 1.4 s, 500: 3.9 s on the demo model).
+# (128 optional: 0.2-0.3 s, 200: 0.9 s, 300: 1.6 s, 500: 4.2 s, 1,000: 21 s on the demo model).
 MAX_OPTIONAL_PROPERTIES = 128
 # Properties in the whole grammar: every object's, every tool's parameters (512 required:
-# 0.2 s; 32 tools x 16 optional: 0.7 s; 4 x 128 optional: 1.9 s; 64 x 16: 2.4 s).
+# 0.13 s; 32 tools x 16 optional: 0.4 s; 4 tools x 128 optional: 1.0 s; 4 objects x 127
+# optional: 1.1 s; past it, 64 tools x 15: 1.2 s, 128 x 15: 4.6 s, 3,000 required: 2.4 s).
 MAX_PROPERTIES = 512
-# enum and const values and anyOf/oneOf branches in the whole grammar.
+# enum and const values and anyOf/oneOf branches in the whole grammar (cheap: 9,000 enum
+# values 0.6 s; bounded so that alternatives cannot multiply the other terms).
 MAX_ALTERNATIVES = 2048
-# Characters of property names and literal values (enum, const) together.
+# Characters of property names and literal values (enum, const) together (one 100,000-
+# character enum value: 0.5 s; 1,000,000: 5.4 s).
 MAX_LITERAL_CHARS = 120_000
 
 # Keywords whose value is JSON data, not a schema: counted as literals, never walked.

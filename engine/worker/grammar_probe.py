@@ -247,8 +247,11 @@ class GrammarProbe:
         job = self._queue.popleft()
         try:
             self._conn.send(job)
-        except (OSError, ValueError) as exc:
-            self._lost(f"the grammar probe went away: {short_error(exc)}", job.key)
+        except (OSError, ValueError) as exc:  # the child ended while idle: not this grammar's fault
+            logger.warning("the grammar probe went away (%s); starting another", short_error(exc))
+            self._stop_child()
+            self._queue.appendleft(job)
+            self._spawn()
             return
         self._running = job
         self._started = time.monotonic()
