@@ -54,6 +54,9 @@ COMPILE_BUDGET_SECONDS = 15.0
 # Starting the child (spawn, import OpenVINO GenAI, build the demo pipeline) is not budgeted
 # against a grammar, but a child that never gets ready leaves grammars unchecked.
 START_SECONDS = 120.0
+# The child (about 130 MB: its own OpenVINO and demo pipeline) ends after this long without
+# a grammar to compile; the next new grammar starts another (under a second).
+IDLE_SECONDS = 300.0
 _MAX_STEPS = 4  # one token: the prompt step and at most a few more
 
 
@@ -169,6 +172,7 @@ class GrammarProbe:
         self._started = 0.0
         self._unavailable: str | None = None
         self._done: list[tuple[str, Verdict]] = []
+        self._used = 0.0  # when the child last answered
 
     # ---- the worker's side ----------------------------------------------------------
 
@@ -189,6 +193,11 @@ class GrammarProbe:
         self._queued.add(key)
         self._queue.append(_Job(key, constraint))
         self._next()
+
+    @property
+    def child_pid(self) -> int | None:
+        """The compiling child's process id, while there is one."""
+        return self._process.pid if self._process is not None else None
 
     @property
     def pending(self) -> bool:
@@ -231,6 +240,18 @@ class GrammarProbe:
         done, self._done = self._done, []
         return done
 
+    def tidy(self) -> None:
+        """End an idle child (see :data:`IDLE_SECONDS`); cheap enough for every loop."""
+        if (
+            self._conn is not None
+            and self._ready
+            and self._running is None
+            and not self._queue
+            and time.monotonic() - self._used > IDLE_SECONDS
+        ):
+            logger.info("the grammar probe was idle for %.0f s; ending it", IDLE_SECONDS)
+            self._stop_child()
+
     def close(self) -> None:
         self._stop_child()
 
@@ -269,11 +290,13 @@ class GrammarProbe:
                 return
             if message[0] == "ready":
                 self._ready = True
+                self._used = time.monotonic()
             elif message[0] == "unavailable":
                 self._give_up(str(message[1]))
             elif message[0] == "verdict" and self._running is not None:
                 _, key, error, seconds = message
                 self._running = None
+                self._used = time.monotonic()
                 self._finish(key, Verdict(error, float(seconds)))
 
     def _finish(self, key: str, verdict: Verdict) -> None:

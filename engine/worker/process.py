@@ -137,7 +137,10 @@ class Worker:
 
     def _probed(self) -> None:
         """Hand the grammar probe's verdicts to the requests waiting for them."""
-        if self._probe is None or not self._probe.pending:
+        if self._probe is None:
+            return
+        if not self._probe.pending:
+            self._probe.tidy()
             return
         for key, verdict in self._probe.collect():
             if self._backend is not None:

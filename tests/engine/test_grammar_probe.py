@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from engine.models import spec_from_path
+from engine.worker import grammar_probe
 from engine.worker.grammar_probe import GrammarProbe, Verdict
 from engine.worker.messages import (
     Event,
@@ -188,5 +189,38 @@ def test_a_probe_without_its_model_lets_grammars_through_unchecked() -> None:
         assert verdicts == [("k", Verdict(None))]
         probe.request("k2", OutputConstraint('{"type": "integer"}'))
         assert probe.collect() == [("k2", Verdict(None))]  # at once, no child again
+    finally:
+        probe.close()
+
+
+def _verdicts(probe: GrammarProbe) -> list[tuple[str, Verdict]]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        verdicts = probe.collect()
+        if verdicts:
+            return verdicts
+        time.sleep(0.02)
+    raise AssertionError("no verdict")
+
+
+def test_an_idle_probe_child_ends_and_the_next_grammar_starts_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child (about 130 MB) goes once idle; a new grammar brings one back, and the
+    verdicts it had reached stay cached."""
+    probe = GrammarProbe()
+    try:
+        probe.request("a", OutputConstraint('{"type": "string"}'))
+        [(key, verdict)] = _verdicts(probe)
+        assert key == "a" and verdict.error is None
+        first = probe.child_pid
+        assert first is not None
+        monkeypatch.setattr(grammar_probe, "IDLE_SECONDS", 0.0)
+        probe.tidy()
+        assert probe.child_pid is None and probe.cached("a") is not None
+        probe.request("b", OutputConstraint('{"enum": []}'))  # a grammar that fails
+        [(key, verdict)] = _verdicts(probe)
+        assert key == "b" and verdict.error is not None
+        assert probe.child_pid not in (None, first)
     finally:
         probe.close()
