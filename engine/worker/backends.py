@@ -16,10 +16,12 @@ inference thread. A held delta goes out with the next one, or just before ``Fini
 One request never takes the others down with it: whatever fails while it is prepared or
 read ends that request alone. A ``step()`` that raises leaves a ``ContinuousBatchingPipeline``
 unusable (GenAI 2026.4: every later step fails with "already in scheduling phase"), so the
-worker reloads the model; a grammar is compiled first on the :class:`GrammarProbe`, and
-constrained requests join the pipeline one per step and are accepted only after their first
-step, so a failing grammar that got past the probe is blamed on its request (a 400), and
-the requests that had produced nothing yet are carried over to the reloaded pipeline.
+worker reloads the model; a grammar is compiled first on the :class:`GrammarProbe` (in a
+child process: a constrained request with a new grammar is held, outside the pipeline,
+until :meth:`Backend.probed` gives its verdict, while every other request keeps stepping),
+and constrained requests join the pipeline one per step and are accepted only after their
+first step, so a failing grammar that got past the probe is blamed on its request (a 400),
+and the requests that had produced nothing yet are carried over to the reloaded pipeline.
 
 Threading: both are used only from the worker's single loop thread.
 """
@@ -36,7 +38,7 @@ from typing import Any
 
 from engine.worker.encode import encoding_limit
 from engine.worker.errors import PIPE_ERRORS, short_error
-from engine.worker.grammar_probe import GrammarProbe
+from engine.worker.grammar_probe import GrammarProbe, Verdict
 from engine.worker.messages import (
     Event,
     Finished,
@@ -84,6 +86,8 @@ class _Active:
     speculation: Speculation = "off"
     decode_steps: int = 0  # steps that produced tokens for this request
     accepted_tokens: int = 0  # tokens beyond one per such step: accepted guesses
+    count_only: bool = False  # only counted: accepted and finished once its grammar is known
+    probed: bool = True  # False while its grammar waits for the probe's verdict
 
     def on_step(self, count: int) -> None:
         """Count one engine step's ``count`` new tokens (speculation yields more than one)."""
@@ -197,6 +201,8 @@ class Backend:
         self.max_ngram_size = 3
         # After a failed step: requests that had produced nothing, for the next backend.
         self.survivors: list[_Active] = []
+        # Requests whose grammar the probe is compiling, by grammar key, oldest first.
+        self._probing: dict[str, list[_Active]] = {}
 
     def _prepare(self, request: GenerationRequest) -> _Active | RequestRejected:
         """The request's running state, or why it cannot run (never raises)."""
@@ -224,10 +230,15 @@ class Backend:
             return RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")
         self._speculate(prepared.config)
         constraint = request.constraint
-        if constraint is not None and self.grammar_probe is not None:
-            error = self.grammar_probe.check(constraint, prepared.config.structured_output_config)
-            if error is not None:
-                return _grammar_rejected(rid, constraint.param, error)
+        probed = True
+        key = prepared.grammar_key
+        if constraint is not None and key is not None and self.grammar_probe is not None:
+            verdict = self.grammar_probe.cached(key)
+            if verdict is None:
+                self.grammar_probe.request(key, constraint)
+                probed = False
+            elif verdict.error is not None:
+                return _grammar_rejected(rid, constraint.param, verdict.error)
         accepted = RequestAccepted(
             rid, len(prepared.prompt_ids), prepared.max_tokens, prepared.opens_reasoning
         )
@@ -241,6 +252,8 @@ class Backend:
             want_logprobs=request.logprobs,
             interval=self.stream_interval,
             speculation=self.speculation,
+            count_only=request.count_only,
+            probed=probed,
         )
 
     def _speculate(self, config: Any) -> None:
@@ -271,11 +284,55 @@ class Backend:
         raise NotImplementedError
 
     def count(self, request: GenerationRequest) -> list[Event]:
-        """A ``count_only`` request: templated and tokenized, accepted and finished at once."""
+        """A ``count_only`` request: templated and tokenized, accepted and finished at once
+        (once its grammar is known to compile, as a generation's must)."""
         state = self._prepare(request)
         if isinstance(state, RequestRejected):
             return [state]
+        if not state.probed:
+            return self._hold(state)
         return [state.accepted, state.finished("stop")]
+
+    def _hold(self, state: _Active) -> list[Event]:
+        """Keep ``state`` aside until its grammar's verdict (see :meth:`probed`)."""
+        key = state.prepared.grammar_key
+        assert key is not None  # only constrained requests wait for the probe
+        self._probing.setdefault(key, []).append(state)
+        return []
+
+    def probed(self, key: str, verdict: Verdict) -> list[Event]:
+        """The probe's verdict on grammar ``key``: its waiting requests go on or are refused."""
+        events: list[Event] = []
+        for state in self._probing.pop(key, []):
+            state.probed = True
+            if verdict.error is not None:
+                events.append(_grammar_rejected(state.request_id, state.param, verdict.error))
+            elif state.count_only:
+                events.extend([state.accepted, state.finished("stop")])
+            else:
+                events.extend(self._admit(state))
+        return events
+
+    def _admit(self, state: _Active) -> list[Event]:
+        """Queue a prepared request whose grammar (if any) is known to compile."""
+        raise NotImplementedError
+
+    def _cancel_held(self, request_id: int) -> list[Event] | None:
+        """Cancel a request waiting for its grammar's verdict (None: no such request)."""
+        for key, states in self._probing.items():
+            for state in states:
+                if state.request_id == request_id:
+                    states.remove(state)
+                    if not states:
+                        del self._probing[key]
+                    return _cancelled(state)
+        return None
+
+    def _take_held(self) -> list[_Active]:
+        """Every request waiting for a verdict, out of this backend."""
+        held = [state for states in self._probing.values() for state in states]
+        self._probing.clear()
+        return held
 
     def cancel(self, request_id: int) -> list[Event]:
         raise NotImplementedError
@@ -292,8 +349,15 @@ class Backend:
         raise NotImplementedError
 
     def adopt(self, states: list[_Active]) -> list[Event]:
-        """Take over the survivors of a failed backend (default: they end with an error)."""
-        return [_ended(s, "engine_restarting", "the engine was reloaded; retry") for s in states]
+        """Take over the survivors of a failed backend (default: they end with an error,
+        but the ones still waiting for their grammar's verdict wait on here)."""
+        events: list[Event] = []
+        for state in states:
+            if state.probed:
+                events.append(_ended(state, "engine_restarting", "the engine was reloaded; retry"))
+            else:
+                self._hold(state)
+        return events
 
     def close(self) -> list[Event]:
         """Drop every request (model unloaded); returns their Finished events."""
@@ -343,6 +407,11 @@ class BatchedBackend(Backend):
         state = self._prepare(request)
         if isinstance(state, RequestRejected):
             return [state]
+        if not state.probed:
+            return self._hold(state)
+        return self._admit(state)
+
+    def _admit(self, state: _Active) -> list[Event]:
         if state.param is not None:
             self._waiting.append(state)  # accepted once its first step went through
             return []
@@ -353,7 +422,9 @@ class BatchedBackend(Backend):
         events: list[Event] = []
         for state in states:
             state.handle = None
-            if state.announced:
+            if not state.probed:
+                self._hold(state)
+            elif state.announced:
                 events.extend(self._add(state))
             else:
                 self._waiting.append(state)
@@ -376,6 +447,9 @@ class BatchedBackend(Backend):
         return [state.accepted]
 
     def cancel(self, request_id: int) -> list[Event]:
+        held = self._cancel_held(request_id)
+        if held is not None:
+            return held
         for waiting in self._waiting:
             if waiting.request_id == request_id:
                 self._waiting.remove(waiting)
@@ -471,6 +545,7 @@ class BatchedBackend(Backend):
                 events.append(_ended(state, "engine_restarting", f"{cause}; retry"))
         self._active.clear()
         self._waiting.clear()
+        self.survivors.extend(self._take_held())  # never in the pipeline: nothing was lost
         return events
 
     def _read(self, state: _Active, events: list[Event]) -> FinishReason | None:
@@ -500,6 +575,8 @@ class BatchedBackend(Backend):
 
     def close(self) -> list[Event]:
         events: list[Event] = []
+        for state in self._take_held():
+            events.extend(_cancelled(state))
         for rid in [*self._active, *(state.request_id for state in self._waiting)]:
             events.extend(self.cancel(rid))
         self._pipe = None
@@ -532,11 +609,19 @@ class SerialBackend(Backend):
         state = self._prepare(request)
         if isinstance(state, RequestRejected):
             return [state]
+        if not state.probed:
+            return self._hold(state)
+        return self._admit(state)
+
+    def _admit(self, state: _Active) -> list[Event]:
         state.announced = True
         self._queue.append(state)
         return [state.accepted]
 
     def cancel(self, request_id: int) -> list[Event]:
+        held = self._cancel_held(request_id)
+        if held is not None:
+            return held
         if self._running is not None and self._running.request_id == request_id:
             self._cancelled.add(request_id)  # the streamer stops it at the next token
             return []
@@ -601,10 +686,13 @@ class SerialBackend(Backend):
         self.broken = True
         events: list[Event] = [s.finished("error", error=error) for s in self._queue]
         self._queue.clear()
+        self.survivors.extend(self._take_held())
         return events
 
     def close(self) -> list[Event]:
         events: list[Event] = [state.finished("cancelled") for state in self._queue]
+        for state in self._take_held():
+            events.extend(_cancelled(state))
         self._queue.clear()
         self._pipe = None
         return events

@@ -7,6 +7,7 @@ special tokens (the template already holds them) and passed as ids.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -14,7 +15,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
@@ -49,6 +50,7 @@ class PreparedRequest:
     max_tokens: int
     config: Any  # openvino_genai.GenerationConfig
     opens_reasoning: bool = False
+    grammar_key: str | None = None  # the constraint's grammar (see structured_config)
 
 
 # Fill-in-the-middle token triples (prefix, suffix, middle) of the model families that have them.
@@ -148,9 +150,8 @@ def prepare(
         max_tokens = context_length - prompt_tokens
     else:
         max_tokens = DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT
-    return PreparedRequest(
-        prompt_ids, max_tokens, _config(request, base_config, max_tokens), opens_reasoning
-    )
+    config, grammar_key = _config(request, base_config, max_tokens)
+    return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
 
 
 def _request_context(served: int | None, requested: int | None) -> int | None:
@@ -305,7 +306,8 @@ def _sampling_values(request: GenerationRequest, base: Any) -> tuple[int | None,
     return seed, top_k
 
 
-def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
+def _config(request: GenerationRequest, base: Any, max_tokens: int) -> tuple[Any, str | None]:
+    """The request's GenerationConfig, and its grammar's key when it has a constraint."""
     import openvino_genai as ov_genai
 
     s = request.sampling
@@ -342,31 +344,47 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> Any:
             "invalid_request", f"invalid sampling parameters: {short_error(exc)}"
         ) from exc
     constraint = request.constraint
-    if constraint is not None:
-        # validate() checks the schema's JSON, not its grammar: the worker's GrammarProbe
-        # compiles that before the request may reach the pipeline.
-        config.structured_output_config = _structured(constraint)
-        try:
-            config.validate()
-        except Exception as exc:
-            raise RequestError(
-                "invalid_request",
-                f"{constraint.param}: the JSON schema cannot be enforced: {short_error(exc)}",
-                constraint.param,
-            ) from exc
-    return config
+    if constraint is None:
+        return config, None
+    # validate() checks the schema's JSON, not its grammar: the worker's GrammarProbe
+    # compiles that (in a child of its own) before the request may reach the pipeline.
+    structured = structured_config(constraint)
+    config.structured_output_config = structured.config
+    try:
+        config.validate()
+    except Exception as exc:
+        raise RequestError(
+            "invalid_request",
+            f"{constraint.param}: the JSON schema cannot be enforced: {short_error(exc)}",
+            constraint.param,
+        ) from exc
+    return config, structured.key
 
 
-def _structured(constraint: OutputConstraint) -> Any:
+class StructuredGrammar(NamedTuple):
+    """A constraint as GenAI takes it, and the identity of the grammar XGrammar compiles."""
+
+    config: Any  # openvino_genai.StructuredOutputConfig
+    key: str  # sha256 of the grammar text and its begin/end: the probe's cache key
+    size: int  # the grammar text's length
+
+
+def structured_config(constraint: OutputConstraint) -> StructuredGrammar:
     """GenAI's structured-output config for ``constraint``: compact JSON where we can."""
     import openvino_genai as ov_genai
 
     so = ov_genai.StructuredOutputConfig
     grammar = _compact_grammar(constraint.json_schema)
+    kind, text = ("ebnf", grammar) if grammar else ("json_schema", constraint.json_schema)
+    key = hashlib.sha256(
+        "\0".join((kind, constraint.begin, constraint.end, text)).encode("utf-8", "replace")
+    ).hexdigest()
     if not constraint.begin and not constraint.end:
-        return so(grammar=grammar) if grammar else so(json_schema=constraint.json_schema)
-    content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
-    return so(structural_tags_config=so.Tag(constraint.begin, content, constraint.end))
+        config = so(grammar=grammar) if grammar else so(json_schema=constraint.json_schema)
+    else:
+        content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
+        config = so(structural_tags_config=so.Tag(constraint.begin, content, constraint.end))
+    return StructuredGrammar(config, key, len(text))
 
 
 def _compact_grammar(schema_text: str) -> str | None:

@@ -1,8 +1,10 @@
 """The engine worker process: owns the OpenVINO pipeline and runs the generation loop.
 
 Started by :class:`engine.supervisor.client.EngineClient` with the ``spawn`` method. One thread does
-everything: read commands from the pipe, run one engine step, run one chunk of embeddings
-or reranking, send the events. Nothing one request carries (a value C++ cannot take, a
+everything: read commands from the pipe, take the grammar probe's verdicts, run one engine
+step, run one chunk of embeddings or reranking, send the events. Grammars compile in the
+probe's own child process (engine.worker.grammar_probe), so a long compile never holds the
+loop: it waits on the server's pipe and the probe's together. Nothing one request carries (a value C++ cannot take, a
 grammar XGrammar cannot compile, text that is not Unicode) ends the loop: it becomes that
 request's rejection or error. A crash or an out-of-memory kill here ends only this process; the
 client restarts it.
@@ -16,7 +18,7 @@ import os
 import signal
 import sys
 import time
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +70,14 @@ def worker_main(
         setup_logging(Path(log_dir), log_level, console=True, file_name=ENGINE_LOG_FILE_NAME)
     if below_normal:
         _lower_priority()
-    worker = Worker(conn, grammar_probe=GrammarProbe())
+    probe = GrammarProbe()
+    worker = Worker(conn, grammar_probe=probe)
     try:
         worker.run()
     except (EOFError, ConnectionError, KeyboardInterrupt):
         pass  # the server went away; nothing left to serve
     finally:
+        probe.close()
         logger.info("engine worker %d exiting", os.getpid())
 
 
@@ -116,8 +120,9 @@ class Worker:
     def run(self) -> None:
         self._send([WorkerStarted(os.getpid())])
         while not self._stopping:
-            self._poll(0.0 if self._busy() else IDLE_POLL_SECONDS)
+            self._poll(0.0 if self._busy() else self._idle_seconds())
             if not self._stopping:  # (a Shutdown may have come in the poll)
+                self._probed()
                 self._chat_step()
                 self._encoder_step()
         if self._backend is not None:
@@ -126,11 +131,34 @@ class Worker:
     def _busy(self) -> bool:
         return bool(self._encoder_jobs) or (self._backend is not None and self._backend.has_work())
 
+    def _idle_seconds(self) -> float:
+        """How long an idle loop waits: until a command, or the probe's next deadline."""
+        left = self._probe.seconds_left() if self._probe is not None else None
+        return IDLE_POLL_SECONDS if left is None else min(IDLE_POLL_SECONDS, left)
+
+    def _probed(self) -> None:
+        """Hand the grammar probe's verdicts to the requests waiting for them."""
+        if self._probe is None:
+            return
+        if not self._probe.pending:
+            self._probe.tidy()
+            return
+        for key, verdict in self._probe.collect():
+            if self._backend is not None:
+                events = self._backend.probed(key, verdict)
+                if events:
+                    self._send(events)
+
     def _send(self, events: list[Event]) -> None:
         self._conn.send(events)
 
     def _poll(self, timeout: float) -> None:
-        """Handle every command waiting on the pipe (waiting up to ``timeout`` for the first)."""
+        """Handle every command waiting on the pipe (waiting up to ``timeout`` for the first,
+        or for the grammar probe's answer, whichever comes first)."""
+        probe = self._probe.connection if self._probe is not None else None
+        if timeout > 0 and probe is not None:
+            wait([self._conn, probe], timeout)
+            timeout = 0.0
         while self._conn.poll(timeout):
             timeout = 0.0
             try:

@@ -213,7 +213,52 @@ JUNK_SCHEMAS: list[Any] = [
         + "}"
     ),
 ]
-schemas: Strategy = st.one_of(st.sampled_from(JUNK_SCHEMAS), any_json)
+
+
+def _giant_object(count: int, required: bool = False) -> dict[str, Any]:
+    properties = {f"field_{i}": {"type": "string"} for i in range(count)}
+    return {
+        "type": "object",
+        "properties": properties,
+        **({"required": [*properties]} if required else {}),
+    }
+
+
+# Schemas whose grammar would take XGrammar seconds to minutes (issue 25): the server's
+# limits refuse them (engine/server/grammar_limits.py), or they are just inside the limits
+# and compile off the worker's loop. Built once, a few, so each example stays quick.
+GIANT_SCHEMAS: list[Any] = [
+    _giant_object(3000),  # 86 KB: froze the worker for two minutes
+    _giant_object(129),  # one optional property past the limit
+    _giant_object(128),  # at the limit
+    _giant_object(900, required=True),
+    {"enum": [f"value-{i}" for i in range(2100)]},
+    {"enum": ["x" * 130_000]},
+    {"type": "object", "properties": {f"o{k}": _giant_object(100) for k in range(6)}},
+]
+schemas: Strategy = st.one_of(
+    st.sampled_from(JUNK_SCHEMAS), any_json, st.sampled_from(GIANT_SCHEMAS)
+)
+
+
+def _giant_tools(count: int, properties: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": f"tool_{t}", "parameters": _giant_object(properties)},
+        }
+        for t in range(count)
+    ]
+
+
+# Tool lists whose call grammar (tool_choice "required" or a named tool) is large: 64 x 15
+# stalled a chat for 15 s; 128 is the most a request may carry.
+GIANT_TOOL_LISTS: list[list[dict[str, Any]]] = [
+    _giant_tools(64, 15),
+    _giant_tools(128, 15),
+    _giant_tools(32, 16),
+    _giant_tools(129, 1),
+]
 
 
 def model_names(preferred: str, models: Models) -> Strategy:
@@ -333,7 +378,7 @@ def _tools() -> Strategy:
             ),
         }
     )
-    return st.lists(mostly(tool), max_size=3)
+    return st.one_of(st.lists(mostly(tool), max_size=3), st.sampled_from(GIANT_TOOL_LISTS))
 
 
 def _response_format() -> Strategy:
@@ -353,8 +398,9 @@ def _response_format() -> Strategy:
 
 
 def _tool_choice() -> Strategy:
+    name = st.one_of(texts, st.sampled_from(["tool_0", "tool_63"]))  # giant lists' names
     named = st.fixed_dictionaries(
-        {"type": st.just("function"), "function": st.fixed_dictionaries({"name": texts})}
+        {"type": st.just("function"), "function": st.fixed_dictionaries({"name": name})}
     )
     return mostly(st.one_of(st.sampled_from(["none", "auto", "required"]), named))
 
@@ -441,7 +487,13 @@ def _response_tools() -> Strategy:
     other = st.fixed_dictionaries(
         {"type": st.sampled_from(["web_search", "custom", "local_shell", "file_search"])}
     )
-    return st.lists(mostly(st.one_of(function, function, namespace, other)), max_size=3)
+    giant = [
+        [{"type": "function", **tool["function"]} for tool in tools] for tools in GIANT_TOOL_LISTS
+    ]
+    return st.one_of(
+        st.lists(mostly(st.one_of(function, function, namespace, other)), max_size=3),
+        st.sampled_from(giant),
+    )
 
 
 def responses(m: Models) -> Strategy:

@@ -23,6 +23,7 @@ from engine.parsing import (
     tool_format_for_template,
 )
 from engine.server.errors import APIError
+from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
 from engine.worker.messages import GenerationRequest, OutputConstraint
 
@@ -41,7 +42,9 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
     """Choose the tool syntax, any decoding constraint and the reply parsing for ``request``.
 
     Raises:
-        APIError: 400 when ``tool_choice`` names a function no tool has.
+        APIError: 400 when ``tool_choice`` names a function no tool has, or when the
+            grammar of the constraint is over a limit of ``engine/server/grammar_limits.py``
+            (naming ``tools`` or the schema's field: its compile would stall the model).
     """
     split = request.split_reasoning
     if split is None:
@@ -56,12 +59,32 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
             schema = call_schema(fmt, request.tools, choice.name)
         except ValueError as exc:  # a dialect let a name through that no tool has
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
+        _check_grammar(_parameters(request.tools, choice.name), "tools")
         constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
         return Plan(fmt, constraint, 1 if choice.name else max_calls, split)
     if request.response_schema is None:
         return Plan(fmt, None, max_calls, split)
+    _check_grammar([request.response_schema], request.schema_param)
     schema_text = json.dumps(request.response_schema)
     return Plan(fmt, OutputConstraint(schema_text, param=request.schema_param), max_calls, split)
+
+
+def _parameters(tools: list[dict[str, Any]], name: str | None) -> list[Any]:
+    """The parameter schemas of the tools a call grammar covers (only ``name``'s, if set)."""
+    functions = [tool.get("function") or {} for tool in tools]
+    return [f.get("parameters") for f in functions if name is None or f.get("name") == name]
+
+
+def _check_grammar(schemas: list[Any], param: str) -> None:
+    try:
+        check_grammar(schemas)
+    except GrammarTooLarge as exc:
+        raise APIError(
+            400,
+            f"{param}: the schema is too large to enforce as a grammar: {exc}",
+            param=param,
+            code="grammar_too_large",
+        ) from exc
 
 
 def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
