@@ -1,7 +1,7 @@
 """Logging set-up: a rotating file in the log folder, plus stderr when there is one.
 
 A windowed (frozen) build has no stdout/stderr, so the file is the record that always exists.
-Each line is bounded (:data:`engine.server.echo.LOG_LINE_BYTES`, clipped with a visible
+Each line is bounded (:data:`engine.echo.LOG_LINE_BYTES`, clipped with a visible
 marker): a message repeating a 20 MB request would otherwise rotate the whole history away.
 """
 
@@ -12,7 +12,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from engine.server.echo import LOG_LINE_BYTES, clip
+from engine.echo import LOG_LINE_BYTES, clip
 
 LOG_FILE_NAME = "sidelight.log"
 ENGINE_LOG_FILE_NAME = "engine.log"

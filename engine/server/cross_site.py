@@ -33,7 +33,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import refusal
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

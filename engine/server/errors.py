@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from engine.server.echo import MESSAGE_BYTES, clip, clip_optional
+from engine.echo import MESSAGE_BYTES, clip, clip_optional
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class APIError(Exception):
     """An error the client should see, with its HTTP status.
 
     ``message`` and ``param`` may repeat what the client sent: both are clipped
-    (:func:`engine.server.echo.clip`), so no error answer or log entry grows with a request.
+    (:func:`engine.echo.clip`), so no error answer or log entry grows with a request.
     """
 
     def __init__(

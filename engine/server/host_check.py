@@ -22,7 +22,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import refusal
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Final
 
-from engine.server.echo import clip
+from engine.echo import clip
 
 FOREVER: Final = math.inf
 """A negative ``keep_alive``: the model is never unloaded for being idle."""

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.model_info import ModelDirectory, ModelInfo
 
 

@@ -30,8 +30,8 @@ import engine.server.ollama.protocol as ollama_protocol
 import engine.server.openai.protocol as openai_protocol
 import engine.server.rerank.protocol as rerank_protocol
 import engine.server.responses.protocol as responses_protocol
+from engine.echo import LOG_LINE_BYTES, MARKER, MESSAGE_BYTES, clip
 from engine.logs import BoundedLines
-from engine.server.echo import LOG_LINE_BYTES, MARKER, MESSAGE_BYTES, clip
 from engine.server.errors import APIError, handle_api_error, handle_http_exception
 from engine.server.keep_alive import parse_keep_alive
 from engine.server.monitor import RequestMonitor, note_model

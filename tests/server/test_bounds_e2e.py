@@ -22,7 +22,7 @@ import httpx
 import psutil
 import pytest
 
-from engine.server.echo import LOG_LINE_BYTES, MARKER
+from engine.echo import LOG_LINE_BYTES, MARKER
 from tests.server.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.fields import (
     INT64_MAX,
     MAX_STOP_SEQUENCES,

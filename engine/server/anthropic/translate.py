@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.echo import clip
 from engine.server.anthropic import protocol
-from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.pipeline import GenerateRequest, ToolChoice
 from engine.server.sampling import sampling_params

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engine.echo import clip
 from engine.models import ModelSpec
-from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelDirectory, ModelInfo

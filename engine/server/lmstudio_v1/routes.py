@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import APIError, ErrorShape
 from engine.server.lmstudio_v1 import protocol, translate
 from engine.server.lmstudio_v1.models import EngineControl, ModelLoader, ModelServing

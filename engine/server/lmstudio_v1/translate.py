@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import APIError
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelInfo

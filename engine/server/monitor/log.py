@@ -4,7 +4,7 @@ Bounded in bytes, not only in entries: at most ``capacity`` entries, at most
 ``text_budget`` characters in the entries themselves (the oldest entries go first), and at
 most ``body_budget`` characters of kept bodies (the oldest bodies go first; their entries
 stay). What a client chose (model names, errors, headers) is clipped before it gets here
-(:mod:`engine.server.echo`), so the text budget holds every entry the capacity allows; it is
+(:mod:`engine.echo`), so the text budget holds every entry the capacity allows; it is
 the guard if a field is ever left unclipped. Nothing here touches the disk.
 
 Threading: every method is safe from any thread (the server's loop adds, the desktop's GUI

@@ -23,7 +23,7 @@ from starlette.datastructures import Headers
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.server.echo import HEADER_BYTES, MESSAGE_BYTES, URL_BYTES, clip
+from engine.echo import HEADER_BYTES, MESSAGE_BYTES, URL_BYTES, clip
 from engine.server.monitor.monitor import RequestMonitor, bind, unbind
 from engine.server.monitor.record import CLIENT_GONE_STATUS, UNMATCHED_ROUTE, Replay
 from engine.server.streaming import ClientGone

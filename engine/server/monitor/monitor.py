@@ -8,7 +8,7 @@ a :class:`GenerationTracker`; it finds the request the middleware opened through
 variable, and opens (and closes) one of its own when there is none: the desktop chat calls
 the pipeline without HTTP. Closing logs the entry, counts it in the metrics and writes one
 INFO line to the log file. Every text a client chose (the model name it asked for, its
-``User-Agent``, the error its request got) is clipped here (:mod:`engine.server.echo`), so an
+``User-Agent``, the error its request got) is clipped here (:mod:`engine.echo`), so an
 entry, its log line and its metrics labels are bounded in bytes whatever the request held.
 
 Threading: requests are opened and tracked on the loop serving them (the server's, or the
@@ -23,7 +23,7 @@ import time
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from engine.server.echo import HEADER_BYTES, MESSAGE_BYTES, clip, clip_optional
+from engine.echo import HEADER_BYTES, MESSAGE_BYTES, clip, clip_optional
 from engine.server.monitor.log import DEFAULT_CAPACITY, RequestLog
 from engine.server.monitor.metrics import ServerMetrics
 from engine.server.monitor.record import (

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import APIError
 from engine.server.monitor.curl import curl_command
 from engine.server.monitor.monitor import RequestMonitor

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from engine.echo import clip
 from engine.models import ModelSpec
-from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo

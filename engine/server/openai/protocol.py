@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.fields import (
     MAX_EMBEDDING_INPUTS,
     MAX_STOP_SEQUENCES,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from engine.echo import clip
 from engine.models import ModelError, ModelSpec, verify_files
-from engine.server.echo import clip
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model

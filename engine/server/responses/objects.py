@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any, Literal
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.responses.protocol import ResponsesRequest, declared
 
 Status = Literal["completed", "incomplete", "in_progress", "failed"]

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.server.echo import clip, utf8_size
+from engine.echo import clip, utf8_size
 from engine.server.errors import APIError
 from engine.server.fields import MAX_TOOLS, Float32, Int, Int64, check_schema, check_schema_size
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import APIError
 from engine.server.json_body import read_json_object
 from engine.server.pipeline import GenerateRequest, PipelineEvent, Reply, Started

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.server.echo import clip
+from engine.echo import clip
 from engine.server.errors import APIError
 from engine.server.fields import MAX_TOOLS
 from engine.server.pipeline import GenerateRequest, ToolChoice, ToolMode
