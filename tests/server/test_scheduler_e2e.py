@@ -210,9 +210,11 @@ def test_killing_one_models_worker_ends_only_its_requests(server: ServerProcess)
     ref_b = content(chat(server, B, LONG))
     ref_a = content(chat(server, A))
     order: list[str] = []
+    # Both loaded by the reference chats: their pids are read first, so B is stopped right
+    # at its first token (two /health calls in between let a fast B finish on a busy CI).
+    pid_a, pid_b = worker_pid(server, A), worker_pid(server, B)
     stream_a = Stream(server, A, order).start()
     stream_b = Stream(server, B, order).start()
-    pid_a, pid_b = worker_pid(server, A), worker_pid(server, B)
     os.kill(pid_b, signal.SIGSTOP)  # B stays in flight while A's worker dies
     try:
         os.kill(pid_a, signal.SIGKILL)
