@@ -50,6 +50,18 @@ class ModelKind:
     loads_on_cpu_tune: bool
 
 
+def _encoder(task: ModelTask) -> ModelKind:
+    """An encoder (embeddings, rerank): loads in its first request, timed by the scheduler."""
+    return ModelKind(
+        task=task,
+        loads_at_start=False,
+        serving_states=frozenset({IDLE, READY, ERROR}),
+        idle_timer="scheduler",
+        kv_cache=False,
+        loads_on_cpu_tune=False,
+    )
+
+
 KINDS: Final[dict[ModelTask, ModelKind]] = {
     "chat": ModelKind(
         task="chat",
@@ -59,22 +71,8 @@ KINDS: Final[dict[ModelTask, ModelKind]] = {
         kv_cache=True,
         loads_on_cpu_tune=True,
     ),
-    "embeddings": ModelKind(
-        task="embeddings",
-        loads_at_start=False,
-        serving_states=frozenset({IDLE, READY, ERROR}),
-        idle_timer="scheduler",
-        kv_cache=False,
-        loads_on_cpu_tune=False,
-    ),
-    "rerank": ModelKind(
-        task="rerank",
-        loads_at_start=False,
-        serving_states=frozenset({IDLE, READY, ERROR}),
-        idle_timer="scheduler",
-        kv_cache=False,
-        loads_on_cpu_tune=False,
-    ),
+    "embeddings": _encoder("embeddings"),
+    "rerank": _encoder("rerank"),
 }
 assert set(KINDS) == set(TASKS), "every model task needs a row in KINDS"
 

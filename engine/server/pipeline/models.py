@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from engine.echo import clip
 from engine.models import ModelError, ModelSpec, verify_files
@@ -150,10 +151,14 @@ class ModelResolver:
         return spec
 
     def _stored_spec(self, name: str) -> ModelSpec:
+        return self._from_store(name, lambda store: store.spec(name))
+
+    def _from_store(self, name: str, read: Callable[[ModelStore], ModelSpec]) -> ModelSpec:
+        """``read`` the store for ``name``: unknown (or path-like) is a 404, damaged a 422."""
         if self.store is None:
             raise not_found(name)
         try:
-            return self.store.spec(name)
+            return read(self.store)
         except StoreError as exc:  # path-like ids land here too, before any file access
             raise not_found(name) from exc
         except ModelError as exc:
@@ -176,14 +181,7 @@ class ModelResolver:
             except ModelError as exc:
                 raise _damaged(seen.id, exc) from exc
             return seen
-        if self.store is None:
-            raise not_found(name)
-        try:
-            return self.store.spec_to_load(name)
-        except StoreError as exc:  # path-like ids land here too, before any file access
-            raise not_found(name) from exc
-        except ModelError as exc:
-            raise _damaged(name, exc) from exc
+        return self._from_store(name, lambda store: store.spec_to_load(name))
 
     def _in_store(self, spec: ModelSpec) -> bool:
         if self.store is None:
