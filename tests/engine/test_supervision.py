@@ -29,14 +29,14 @@ from engine.supervisor.states import (
     EngineUnavailable,
     RequestFailed,
 )
-from engine.worker.messages import Finished, GenerationRequest, SamplingParams, TextDelta
+from engine.worker.messages import Finished, GenerationRequest, TextDelta
 from tests.conftest import ROOT, dialogue
+from tests.engine.chat_beside import SHOWS_TEXT
 from tests.engine.test_client import GREEDY, generate
 from tests.waiting import wait_until
 
 DEMO = ROOT / "resources" / "models" / "sidelight-demo"
 HELLO = [{"role": "user", "content": "Hello"}]
-SHOWS_TEXT = SamplingParams(temperature=1.0, seed=7, ignore_eos=True)
 
 
 def _client(home: Path, **env: str) -> EngineClient:
