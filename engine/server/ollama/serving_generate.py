@@ -161,7 +161,12 @@ def _generate_request(
         thinking=thinking(info, body.think),
         split_reasoning=info.reasoning,  # what the model's files say, as /api/show does
         keep_alive=None if body.keep_alive is None else parse_keep_alive(body.keep_alive),
+        # /api/generate's prompt is templated into messages: refusals name its own field.
+        field_names=_GENERATE_FIELDS if isinstance(body, protocol.GenerateRequest) else {},
     )
+
+
+_GENERATE_FIELDS = {"messages": "prompt", "max_tokens": "options.num_predict"}
 
 
 class _Answer:

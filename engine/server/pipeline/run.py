@@ -36,6 +36,7 @@ from engine.server.pipeline.events import (
 )
 from engine.server.pipeline.models import ModelResolver
 from engine.server.pipeline.plan import Plan, ReplyReader, engine_request, plan_request
+from engine.server.pipeline.prompt_size import check_prompt_size
 from engine.server.pipeline.request import GenerateRequest
 from engine.store import ModelStore
 from engine.supervisor.states import STOPPED, EngineUnavailable, RequestFailed
@@ -120,6 +121,7 @@ class Pipeline:
                 param="suffix",
                 code="fim_not_supported",
             )
+        check_prompt_size(request, status.context_length)
         plan = plan_request(request, status.chat_template)
         try:
             stream = engine.submit(engine_request(request, plan))
