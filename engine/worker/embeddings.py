@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelSpec, read_json
+from engine.models import ModelSpec, read_json, verify_files
 from engine.worker.rerank import pair_limit
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,7 @@ class EmbeddingRunner:
         if self._key == key:
             return
         self.close()
+        verify_files(spec)  # the server checked too; the files may have changed since
         config = ov_genai.TextEmbeddingPipeline.Config()
         config.pooling_type = _pooling(spec.path, ov_genai.TextEmbeddingPipeline.PoolingType)
         config.normalize = True

@@ -26,6 +26,7 @@ RejectCode = Literal[
     "fim_unsupported",  # a ``suffix`` for a model without fill-in-the-middle tokens
     "no_model",  # no chat model is loaded
     "engine_restarting",  # the worker died or stopped answering; retry shortly
+    "model_damaged",  # the model's files failed their check (the message names the file)
     "internal",  # anything else: a bug or a library failure
 ]
 """Why a request was refused; the server maps each code to an HTTP status."""

@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from engine.ir_check import IRError, check_ir
 from engine.models import ModelError, verify_files
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
 from engine.worker.bytelevel import verified_byte_table
@@ -303,6 +304,15 @@ class Worker:
             self._encoder_jobs.popleft()
             self._send([RequestRejected(job.request_id, "invalid_request", str(exc), exc.param)])
             return
+        except ModelError as exc:  # its files failed their check: name the file, not GenAI
+            logger.warning("not loading %s: %s", job.spec.id, exc)
+            self._encoder_jobs.popleft()
+            message = (
+                f"the model '{job.spec.id}' is damaged: {exc}; remove it (sidelight rm) and "
+                "download it again"
+            )
+            self._send([RequestRejected(job.request_id, "model_damaged", message, "model")])
+            return
         except Exception as exc:
             logger.exception("%s with %s failed", what, job.spec.id)
             self._encoder_jobs.popleft()
@@ -415,11 +425,17 @@ def _build_backend(command: LoadModel) -> Backend:
     if speculation == "draft" and command.draft_path is not None:
         draft_device = command.draft_device or command.device
         try:
+            check_ir(Path(command.draft_path))  # a damaged draft must not reach OpenVINO
             draft = ov_genai.draft_model(command.draft_path, draft_device)
             drafted = {**properties, "draft_model": draft}
             pipe = ov_genai.ContinuousBatchingPipeline(
                 str(spec.path), scheduler, command.device, drafted
             )
+        except IRError as exc:  # the model itself is fine: serve it without the draft
+            logger.warning(
+                "the draft model %s is damaged (%s); not using it", command.draft_path, exc
+            )
+            speculation = "prompt_lookup" if command.prompt_lookup else "off"
         except Exception:  # a draft that does not fit this model: run without it, loudly
             logger.exception("the draft model %s cannot pair with %s", command.draft_path, spec.id)
             speculation = "prompt_lookup" if command.prompt_lookup else "off"

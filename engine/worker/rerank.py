@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelSpec, read_json
+from engine.models import ModelSpec, read_json, verify_files
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +160,7 @@ class RerankRunner:
         if self._key == key:
             return
         self.close()
+        verify_files(spec)  # the server checked too; the files may have changed since
         max_length = pair_limit(spec.path)
         config = ov_genai.TextRerankPipeline.Config()
         config.top_n = 1  # one document a call; the server sorts and cuts

@@ -9,6 +9,8 @@ so prompt lookup has something to find and must accept some of it.
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -153,6 +155,25 @@ def test_a_draft_that_cannot_pair_falls_back_to_prompt_lookup(tmp_path: Any) -> 
         assert backend.speculation == "prompt_lookup"
         _, done = _run(backend, messages=HELLO, max_tokens=8, sampling=GREEDY)
         assert done.speculation == "prompt_lookup"
+    finally:
+        backend.close()
+
+
+def test_a_damaged_draft_is_checked_before_openvino_and_lookup_runs(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A draft folder whose weights are cut short never reaches OpenVINO's IR reader (the
+    file check names it in the log); the model is served with prompt lookup."""
+    draft = tmp_path / "draft"
+    shutil.copytree(DEMO, draft)
+    weights = draft / "openvino_model.bin"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with caplog.at_level(logging.WARNING):
+        backend = _load(draft_path=str(draft), prompt_lookup=True)
+    try:
+        assert backend.speculation == "prompt_lookup"
+        assert "openvino_model.bin is cut short" in caplog.text, caplog.text
+        assert "cannot pair" not in caplog.text  # not the library's refusal
     finally:
         backend.close()
 

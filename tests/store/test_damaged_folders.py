@@ -19,11 +19,18 @@ import httpx
 import pytest
 
 from engine.models import ModelError, ModelSpec
+from engine.settings import load_settings
 from engine.store import ModelStore
 from engine.supervisor.states import ERROR, READY
+from engine.worker.embeddings import EmbeddingRunner, EmbedJob
 from tests.conftest import TINY_CODER, TINY_MODEL
 from tests.engine.test_client import make_client
-from tests.server.harness import running_server
+from tests.server.harness import (
+    TINY_EMBED,
+    running_server,
+    store_embedding_model,
+    store_rerank_model,
+)
 from tests.store.test_store import add_demo
 
 Damage = Callable[[Path], None]  # (model folder) -> None
@@ -206,3 +213,43 @@ def test_the_worker_checks_the_files_itself_and_says_which(
         assert not any(word in status.message for word in _INTERNALS), status.message
     finally:
         client.close()
+
+
+def test_a_damaged_encoder_is_a_422_and_its_worker_checks_too(
+    sidelight_home: Path, tmp_path: Path
+) -> None:
+    """Embedding and rerank models: the server checks their files before a job (they used
+    to go straight to GenAI, whose IR reader answered a 500 with ``core.cpp``), and the
+    worker checks again when it loads one (a folder damaged after the server's check is a
+    422 ``model_damaged`` too, not a 500)."""
+    store_embedding_model(sidelight_home, "embed-cut")
+    store_rerank_model(sidelight_home, "rerank-empty")
+    models = load_settings({"SIDELIGHT_HOME": str(sidelight_home)}).paths.models_dir
+    _cut("openvino_model.bin")(models / "embed-cut")
+    _bytes("openvino_tokenizer.xml", b"")(models / "rerank-empty")
+    with running_server(sidelight_home, TINY_MODEL) as server:
+        url = server.base_url
+        for path, body, name, what in (
+            ("/v1/embeddings", {"model": "embed-cut", "input": "hi"}, "openvino_model.bin", "cut"),
+            (
+                "/v1/rerank",
+                {"model": "rerank-empty", "query": "q", "documents": ["d"]},
+                "openvino_tokenizer.xml",
+                "is empty",
+            ),
+        ):
+            reply = httpx.post(f"{url}{path}", json=body, timeout=120)
+            assert reply.status_code == 422, (path, reply.text)
+            error = reply.json()["error"]
+            assert (error["code"], error["param"]) == ("model_damaged", "model"), reply.text
+            assert name in error["message"] and what in error["message"], error["message"]
+            assert not any(word in reply.text for word in _INTERNALS), reply.text
+    # The worker's own check, on a folder damaged after the server's.
+    broken = tmp_path / "embed"
+    shutil.copytree(TINY_EMBED, broken)
+    _cut("openvino_model.xml")(broken)
+    runner = EmbeddingRunner()
+    spec = ModelSpec(id="embed", path=broken, format="ir", task="embeddings")
+    job = EmbedJob(1, spec, "CPU", ("hi",))
+    with pytest.raises(ModelError, match=r"openvino_model\.xml is not valid XML"):
+        runner.run_chunk(job)

@@ -37,6 +37,7 @@ _REJECT_STATUS: dict[str, int] = {
     "fim_unsupported": 400,
     "no_model": 503,
     "engine_restarting": 503,
+    "model_damaged": 422,
     "internal": 500,
 }
 

@@ -144,14 +144,11 @@ class ModelResolver:
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)
-        spec = self.models.seen.get(name)
-        if spec is None:  # reading the store (manifest, config) stays off the event loop
-            spec = await asyncio.to_thread(self._stored_spec, name)
+        seen = self.models.seen.get(name)
+        # Reading the store (manifest, config) and checking the files stays off the loop.
+        spec = await asyncio.to_thread(self._spec_to_load, name, seen)
         note_model(spec.id)
         return spec
-
-    def _stored_spec(self, name: str) -> ModelSpec:
-        return self._from_store(name, lambda store: store.spec(name))
 
     def _from_store(self, name: str, read: Callable[[ModelStore], ModelSpec]) -> ModelSpec:
         """``read`` the store for ``name``: unknown (or path-like) is a 404, damaged a 422."""
