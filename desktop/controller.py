@@ -142,6 +142,11 @@ class Controller(QObject):
         # (the chat's and every server's), the request monitor (kept across server
         # restarts: the Requests window reads it), the start-up chores and the server.
         self.runtime = Runtime(settings, engine=engine)
+        # The picker always offers the demo model: the API must serve it whatever the folder.
+        try:
+            self.runtime.offer(spec_from_path(demo_model_path(), model_id=DEMO_MODEL_ID))
+        except ModelError as exc:
+            logger.warning("the built-in demo model cannot be served: %s", exc)
         self.state = DesktopState.load(settings.paths.config_dir)
         self.devices: list[DeviceInfo] | None = devices
         self.server_url: str | None = None
@@ -526,6 +531,8 @@ class Controller(QObject):
         changes: the old server keeps serving and ``on_done`` gets the error.
         """
         runtime = self.runtime
+        old_models = runtime.settings.paths.models_dir
+        default = self.status.model
         if not runtime.needs_new_server(settings):
             runtime.use_settings(settings)
             self.refresh_models()
@@ -546,6 +553,8 @@ class Controller(QObject):
 
         def replaced(url: str) -> None:
             self.refresh_models()
+            if settings.paths.models_dir != old_models and default is not None:
+                self._reselect_after_move(default, old_models)
             self.server_url, self.server_error = url, None
             logger.info("serving on %s/v1", url)
             self.server_changed.emit()
@@ -560,6 +569,20 @@ class Controller(QObject):
             failure=not_replaced,
             expected=_SERVER_ERRORS,
         ).run()
+
+    def _reselect_after_move(self, default: ModelSpec, old_models: Path) -> None:
+        """The model folder changed: the runtime unloaded the models of the old one. If the
+        default model was one, load the same id from the new folder, else the demo model,
+        so that the picker, the tray and the API name the model that answers."""
+        try:
+            was_stored = default.path.resolve().is_relative_to(old_models.resolve())
+        except OSError:
+            was_stored = False
+        if not was_stored:
+            return  # a model from a path (or the demo) stays loaded and stays the default
+        wanted = default.id if self.choice(default.id) is not None else DEMO_MODEL_ID
+        logger.info("the model folder changed; loading %s", wanted)
+        self.select_model(wanted, self.active_device or self.state.last_device)
 
     def set_keep_request_bodies(self, keep: bool) -> None:
         """Save "keep request bodies" and apply it at once (the server keeps running);

@@ -22,9 +22,11 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from starlette.applications import Starlette
 
+from engine.models import ModelSpec
 from engine.runtime.chores import StartupChores
 from engine.runtime.default_model import DefaultModel
 from engine.runtime.served import ServedEngine
@@ -76,6 +78,7 @@ class Runtime:
         self.chores = StartupChores(settings, self.default)
         self._server_lock = threading.Lock()
         self._runner: ServerRunner | None = None
+        self._offered: dict[str, ModelSpec] = {}  # served by id from no store (see offer)
         # The default model may come from a path, not the store: the pipeline must know it
         # by id even when it is unloaded before any request named it.
         self._undo_note = self.default.add_listener(self._note_default)
@@ -144,6 +147,13 @@ class Runtime:
         moved = old.paths.models_dir != settings.paths.models_dir  # the server lists the store
         return moved or any(getattr(old, k) != getattr(settings, k) for k in SERVER_KEYS)
 
+    def offer(self, spec: ModelSpec) -> None:
+        """Serve ``spec`` by its id though no store holds it (the tray offers the built-in
+        demo model whatever the model folder): listed and loadable through every API, and
+        kept when the server is replaced. Any thread."""
+        self._offered[spec.id] = spec
+        self.pipeline.models.seen.setdefault(spec.id, spec)
+
     def replace_server(self, settings: Settings) -> str:
         """Serve ``settings``: a new store, pipeline and server; the old server stops only
         once the new one listens. Returns the new URL (blocks).
@@ -151,13 +161,23 @@ class Runtime:
         On the same port the old server must let go of it first; if the new one then
         fails, the old one is started again and everything stays as it was.
 
+        When the model folder changed, the models loaded from the old one are unloaded
+        (:meth:`_drop_models_under`): the API and the tray then name only models the new
+        folder (or a path, or :meth:`offer`) holds, and a request for an old one is a 404,
+        not an answer from a model nobody sees.
+
         Raises:
             PortInUseError, RuntimeError, OSError: the new server did not start (the old
                 one, if any, still serves).
         """
+        old_root = self.store.root.resolve()
+        moved = self.settings.paths.models_dir != settings.paths.models_dir
         store = ModelStore.from_settings(settings)
         pipeline = Pipeline(self.engine, store, self.monitor)
-        pipeline.models.seen.update(self.pipeline.models.seen)  # models loaded from a path
+        for model_id, spec in self.pipeline.models.seen.items():  # models loaded from a path
+            if not (moved and _under(spec, old_root)):
+                pipeline.models.seen.setdefault(model_id, spec)
+        pipeline.models.seen.update(self._offered)
         with self._server_lock:
             old = self._runner
             runner = ServerRunner(
@@ -179,7 +199,9 @@ class Runtime:
                 old.stop()
             self._runner = runner
             self._use(settings, store, pipeline)
-            return runner.url
+        if moved:
+            self._drop_models_under(old_root)
+        return runner.url
 
     def use_settings(self, settings: Settings) -> None:
         """Take settings that need no new server (see :meth:`needs_new_server`): the
@@ -196,6 +218,29 @@ class Runtime:
         if status.model is not None:
             self.pipeline.models.seen.setdefault(status.model.id, status.model)
 
+    def _drop_models_under(self, root: Path) -> list[str]:
+        """Unload every model whose files are under ``root`` (an old model folder); a model
+        answering a request finishes it and goes at its idle time. Returns the ids unloaded
+        (blocks while their workers exit)."""
+        dropped = []
+        for loaded in self.scheduler.loaded():
+            client = self.scheduler.client(loaded.id)
+            spec = client.status().model if client is not None else None
+            if spec is None or not _under(spec, root):
+                continue
+            if self.scheduler.unload(loaded.id, "the model folder changed", "requested"):
+                dropped.append(loaded.id)
+            else:
+                logger.info("%s is answering a request; it unloads when idle", loaded.id)
+        return dropped
+
     def _use(self, settings: Settings, store: ModelStore, pipeline: Pipeline) -> None:
         self.settings, self.store, self.pipeline = settings, store, pipeline
         self.monitor.set_keep_bodies(settings.keep_request_bodies)
+
+
+def _under(spec: ModelSpec, root: Path) -> bool:
+    try:
+        return spec.path.resolve().is_relative_to(root)
+    except OSError:
+        return False
