@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import select
 import socket
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.connection_table import MAX_PER_PEER
 from engine.server.request_limit import MAX_REQUESTS, RequestLimitMiddleware
 from engine.server.runner import PortInUseError, ServerRunner
+from tests.server.idle_sockets import FLOOD, answer, closed_ones, idle_flood, readable
 from tests.waiting import wait_until
 
 
@@ -196,7 +196,7 @@ def test_idle_sockets_never_lock_requests_out() -> None:
     """
     runner = _runner(head_seconds=120.0)
     cap = runner.connections.max_open
-    flood = _idle_flood(runner.port, FLOOD)
+    flood = idle_flood(runner.port, FLOOD)
     try:
         wait_until(
             lambda: len(runner.connections) == cap and runner.connections.evicted == FLOOD - cap,
@@ -211,7 +211,7 @@ def test_idle_sockets_never_lock_requests_out() -> None:
         evicted = runner.connections.evicted
         assert evicted > FLOOD - cap  # the table was full: the first request made room
         closed = wait_until(
-            lambda: _closed_ones(flood, evicted), f"the {evicted} oldest sockets closed", 30
+            lambda: closed_ones(flood, evicted), f"the {evicted} oldest sockets closed", 30
         )
         assert closed == list(range(evicted)), closed  # the oldest, in order, and no other
     finally:
@@ -229,7 +229,7 @@ def test_requests_beyond_the_cap_are_503_and_health_still_answers() -> None:
     runner = ServerRunner(limited, "127.0.0.1", 0)
     runner.start()
     extra = 6
-    held = _idle_flood(runner.port, MAX_REQUESTS + extra, b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+    held = idle_flood(runner.port, MAX_REQUESTS + extra, b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
     try:
         answered = wait_until(
             lambda: _answered_while(held, extra, lambda: limited.in_flight == MAX_REQUESTS),
@@ -237,16 +237,16 @@ def test_requests_beyond_the_cap_are_503_and_health_still_answers() -> None:
             30,
         )
         for index in answered:
-            answer = _answer(held[index])
-            assert answer.startswith(b"HTTP/1.1 503"), answer
-            assert b"\r\nretry-after: 2\r\n" in answer.lower(), answer
-            assert b'"code":"too_many_requests_in_flight"' in answer, answer
+            refusal = answer(held[index])
+            assert refusal.startswith(b"HTTP/1.1 503"), refusal
+            assert b"\r\nretry-after: 2\r\n" in refusal.lower(), refusal
+            assert b'"code":"too_many_requests_in_flight"' in refusal, refusal
         assert httpx.get(f"{runner.url}/health", timeout=30).text == "hello"
         refused = httpx.get(f"{runner.url}/wait", timeout=30)
         assert refused.status_code == 503 and int(refused.headers["retry-after"]) > 0
         gate.open(runner)
         waited = [i for i in range(len(held)) if i not in answered]
-        assert [_answer(held[i]).split(b"\r\n")[0] for i in waited] == [b"HTTP/1.1 200 OK"] * (
+        assert [answer(held[i]).split(b"\r\n")[0] for i in waited] == [b"HTTP/1.1 200 OK"] * (
             MAX_REQUESTS
         )
         wait_until(lambda: limited.in_flight == 0, "every wait ended", 30)
@@ -263,8 +263,8 @@ def test_one_remote_peer_holds_at_most_its_share() -> None:
     address = _non_loopback_address()
     runner = ServerRunner(Starlette(routes=[Route("/", _hello)]), "0.0.0.0", 0)
     runner.start()
-    local = _idle_flood(runner.port, 3)
-    remote = _idle_flood(runner.port, MAX_PER_PEER + 6, host=address)
+    local = idle_flood(runner.port, 3)
+    remote = idle_flood(runner.port, MAX_PER_PEER + 6, host=address)
     try:
         wait_until(
             lambda: (
@@ -274,9 +274,9 @@ def test_one_remote_peer_holds_at_most_its_share() -> None:
             lambda: f"{address}: {runner.connections.peer_count(address)} open",
             30,
         )
-        closed = wait_until(lambda: _closed_ones(remote, 6), "the 6 oldest remote sockets", 30)
+        closed = wait_until(lambda: closed_ones(remote, 6), "the 6 oldest remote sockets", 30)
         assert closed == list(range(6))
-        assert not _closed_ones(local, 1)  # loopback is not capped per peer
+        assert not closed_ones(local, 1)  # loopback is not capped per peer
         assert httpx.get(f"http://{address}:{runner.port}/", timeout=30).text == "hello"
     finally:
         for sock in local + remote:
@@ -284,71 +284,12 @@ def test_one_remote_peer_holds_at_most_its_share() -> None:
         runner.stop()
 
 
-# The flood: more than the socket backstop holds, some sockets silent, some half a head in.
-FLOOD = 300
-_HALF_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty"
-
-
-def _idle_flood(
-    port: int, count: int, payload: bytes | None = None, *, host: str = "127.0.0.1"
-) -> list[socket.socket]:
-    """``count`` sockets to the server: each sends ``payload``, or by default every fifth
-    half a request head and the others nothing."""
-    sockets = []
-    for index in range(count):
-        sock = socket.create_connection((host, port), timeout=30)
-        sent = payload if payload is not None else (_HALF_HEAD if index % 5 == 0 else b"")
-        if sent:
-            sock.sendall(sent)
-        sockets.append(sock)
-    return sockets
-
-
-def _readable(sockets: list[socket.socket]) -> list[int]:
-    """Indexes of the sockets with something to read (an answer, or the server's close)."""
-    ready, _, _ = select.select(sockets, [], [], 0)
-    return sorted(sockets.index(sock) for sock in ready)
-
-
 def _answered_while(
     sockets: list[socket.socket], count: int, condition: Callable[[], bool]
 ) -> list[int] | None:
     """The indexes of the answered sockets once there are ``count`` and ``condition`` holds."""
-    answered = _readable(sockets)
+    answered = readable(sockets)
     return answered if len(answered) == count and condition() else None
-
-
-def _answer(sock: socket.socket) -> bytes:
-    """One whole HTTP answer (head and its ``content-length`` of body) from ``sock``."""
-    sock.settimeout(30)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += _recv(sock)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    while len(body) < length:
-        body += _recv(sock)
-    return data
-
-
-def _recv(sock: socket.socket) -> bytes:
-    chunk = sock.recv(65536)
-    if not chunk:
-        raise AssertionError("the server closed the connection before its answer ended")
-    return chunk
-
-
-def _closed_ones(sockets: list[socket.socket], expected: int) -> list[int] | None:
-    """Indexes of the sockets the server has closed, once there are ``expected`` or more."""
-    closed = []
-    for index in _readable(sockets):
-        try:
-            data = sockets[index].recv(65536, socket.MSG_PEEK)
-        except ConnectionResetError:
-            data = b""
-        if not data:
-            closed.append(index)
-    return closed if len(closed) >= expected else None
 
 
 def _non_loopback_address() -> str:
