@@ -34,7 +34,7 @@ def loopback_peer(scope: Scope) -> bool:
     """Whether the request's peer address is a loopback one (IPv4-mapped too). An unknown
     peer (no address, a Unix socket) is not."""
     client = scope.get("client")
-    return bool(client) and is_loopback_address(str(client[0]))
+    return client is not None and is_loopback_address(str(client[0]))
 
 
 def is_loopback_address(text: str) -> bool:

@@ -46,6 +46,14 @@ def _chat(server: ServerProcess) -> httpx.Response:
     return httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=120)
 
 
+def _at_least(indexes: list[int], count: int) -> list[int] | None:
+    return indexes if len(indexes) >= count else None
+
+
+def _served(response: httpx.Response) -> httpx.Response | None:
+    return response if response.status_code == 200 else None
+
+
 def test_idle_sockets_leave_every_request_and_health_answered(
     server: ServerProcess, flood: list[socket.socket]
 ) -> None:
@@ -70,9 +78,7 @@ def test_requests_past_the_cap_are_503_in_their_dialect_while_health_answers(
     held = idle_flood(server.port, MAX_REQUESTS + extra, _HELD)
     try:
         answered = wait_until(
-            lambda: len(ready := readable(held)) >= extra and ready,
-            "the requests past the cap answered",
-            60,
+            lambda: _at_least(readable(held), extra), "the requests past the cap answered", 60
         )
         assert len(answered) == extra, answered  # the other 64 are still in flight
         for index in answered:
@@ -97,8 +103,6 @@ def test_requests_past_the_cap_are_503_in_their_dialect_while_health_answers(
         for sock in held:
             sock.close()
     chat = wait_until(
-        lambda: (reply := _chat(server)).status_code == 200 and reply,
-        "a chat served again once the held requests ended",
-        60,
+        lambda: _served(_chat(server)), "a chat served again once the held requests ended", 60
     )
     assert chat.json()["choices"][0]["message"]["content"]
