@@ -47,10 +47,17 @@ class ServerRunner:
     """
 
     def __init__(
-        self, app: ASGIApp, host: str, port: int, *, head_seconds: float = HEAD_SECONDS
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        *,
+        head_seconds: float = HEAD_SECONDS,
+        connections: ConnectionTable | None = None,
     ) -> None:
         self.host, self.port = host.removeprefix("[").removesuffix("]"), port
-        self.connections = ConnectionTable()  # read on the server's loop (tests: counts)
+        # Changed on the server's loop only; other threads may read its counts (tests do).
+        self.connections = ConnectionTable() if connections is None else connections
         self._config = uvicorn.Config(
             app,
             host=self.host,

@@ -19,7 +19,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from engine.server.body_limit import BodyLimitMiddleware
-from engine.server.connection_table import MAX_PER_PEER
+from engine.server.connection_table import MAX_PER_PEER, ConnectionTable
 from engine.server.request_limit import MAX_REQUESTS, RequestLimitMiddleware
 from engine.server.runner import PortInUseError, ServerRunner
 from tests.server.idle_sockets import FLOOD, answer, closed_ones, idle_flood, readable
@@ -284,6 +284,30 @@ def test_one_remote_peer_holds_at_most_its_share() -> None:
         runner.stop()
 
 
+def test_a_newcomer_is_turned_away_only_when_every_socket_answers_a_request() -> None:
+    """With every place taken by a request in flight, nothing idle can go: the newcomer gets
+    a 503 and its close (not a hang), and is served again once a place frees."""
+    gate = _Gate()
+    app = Starlette(routes=[Route("/wait", gate.wait)])
+    runner = ServerRunner(app, "127.0.0.1", 0, connections=ConnectionTable(max_open=2))
+    runner.start()
+    held = idle_flood(runner.port, 2, b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        wait_until(lambda: gate.waiting == 2, "two requests in flight", 30)
+        with socket.create_connection(("127.0.0.1", runner.port), timeout=30) as newcomer:
+            refusal = answer(newcomer)
+            assert refusal.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in refusal, refusal
+            assert newcomer.recv(1) == b""  # closed
+        assert runner.connections.refused == 1
+        gate.open(runner)
+        assert [answer(sock).split(b"\r\n")[0] for sock in held] == [b"HTTP/1.1 200 OK"] * 2
+        assert httpx.get(f"{runner.url}/wait", timeout=30).text == "opened"
+    finally:
+        for sock in held:
+            sock.close()
+        runner.stop()
+
+
 def _answered_while(
     sockets: list[socket.socket], count: int, condition: Callable[[], bool]
 ) -> list[int] | None:
@@ -311,11 +335,16 @@ class _Gate:
     def __init__(self) -> None:
         self._event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.waiting = 0  # requests waiting now
 
     async def wait(self, request: Request) -> PlainTextResponse:
         if self._event is None:
             self._event, self._loop = asyncio.Event(), asyncio.get_running_loop()
-        await self._event.wait()
+        self.waiting += 1
+        try:
+            await self._event.wait()
+        finally:
+            self.waiting -= 1
         return PlainTextResponse("opened")
 
     def open(self, runner: ServerRunner) -> None:
