@@ -83,7 +83,8 @@ class TimedH11Protocol(H11Protocol):
 
     def in_flight(self) -> bool:
         """A request's head has arrived and its answer has not ended (a partial head is not
-        a request yet: such a connection may be closed for room)."""
+        a request yet: such a connection may be closed for room). Reads the two attributes
+        uvicorn's own graceful ``shutdown`` reads to tell the same."""
         return self.cycle is not None and not self.cycle.response_complete
 
     def evict(self) -> None:
