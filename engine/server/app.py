@@ -1,6 +1,7 @@
 """``create_app``: the HTTP application, built from explicit dependencies (no globals).
 
-Middleware order, outermost first: request monitor (so it sees every refusal), body limit,
+Middleware order, outermost first: request monitor (so it sees every refusal), the cap on
+requests in flight (a 503 past 64; loopback ``GET /health`` always answered), body limit,
 Host check (loopback binds only), cross-site guard, CORS, API key. Everything a request is refused for is checked before its body is
 parsed. CORS sits outside the key check so a browser's preflight gets its answer, and a
 refused origin is a 403 from the guard, never an ``Access-Control-Allow-Origin`` grant.
@@ -42,6 +43,7 @@ from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
 from engine.server.pipeline.engine import Encoders, EngineLike
+from engine.server.request_limit import RequestLimitMiddleware
 from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
 from engine.server.responses.store import ResponseStore, owner_of
@@ -88,6 +90,7 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
     origins = "^(" + "|".join(settings.allowed_origins) + ")$"
     middleware = [
         Middleware(MonitorMiddleware, monitor=monitor, routes=routes),
+        Middleware(RequestLimitMiddleware),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
     ]
     if is_loopback_host(settings.host) or not settings.api_key:

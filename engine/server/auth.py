@@ -34,10 +34,14 @@ def loopback_peer(scope: Scope) -> bool:
     """Whether the request's peer address is a loopback one (IPv4-mapped too). An unknown
     peer (no address, a Unix socket) is not."""
     client = scope.get("client")
-    if not client:
-        return False
+    return client is not None and is_loopback_address(str(client[0]))
+
+
+def is_loopback_address(text: str) -> bool:
+    """Whether ``text`` is a loopback IP address (``127.0.0.0/8``, ``::1``, IPv4-mapped);
+    anything that does not parse as an address is not."""
     try:
-        address = ipaddress.ip_address(str(client[0]))
+        address = ipaddress.ip_address(text)
     except ValueError:
         return False
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:

@@ -3,8 +3,11 @@
 The CLI and the desktop app embed the same runner. The socket is bound here first so a port
 in use is a clear error on the caller's thread, not a log line on the server's.
 
-Connections are bounded for a laptop: at most :data:`MAX_CONNECTIONS` at once (uvicorn
-answers 503 past that), an idle keep-alive connection closes after
+Connections are bounded for a laptop, on what they cost rather than on their number: the
+app caps requests in flight (:mod:`engine.server.request_limit`; uvicorn's
+``limit_concurrency``, which counted idle sockets too, is off), and the protocol keeps at
+most 256 sockets open, 64 per remote address, closing the longest-idle one to make room
+(:mod:`engine.server.connection_table`). An idle keep-alive connection closes after
 :data:`KEEP_ALIVE_SECONDS`, and a request head must arrive within
 :data:`engine.server.connection.HEAD_SECONDS` (:mod:`engine.server.connection`).
 """
@@ -20,15 +23,14 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
-from engine.server.connection import HEAD_SECONDS, timed_protocol
+from engine.server.connection import HEAD_SECONDS, guarded_protocol
+from engine.server.connection_table import ConnectionTable
 
 logger = logging.getLogger(__name__)
 
 # Longer than the idle expiry of client pools (httpx 5 s, Node 4 s), so a client never sends
 # on a connection the server is closing; short enough that idle sockets do not pile up.
 KEEP_ALIVE_SECONDS = 20
-# IDE plugins, a chat window and scripts use a handful; a laptop gains nothing from more.
-MAX_CONNECTIONS = 64
 # Addresses that bind every interface, and the loopback address a local client uses instead.
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 
@@ -45,9 +47,17 @@ class ServerRunner:
     """
 
     def __init__(
-        self, app: ASGIApp, host: str, port: int, *, head_seconds: float = HEAD_SECONDS
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        *,
+        head_seconds: float = HEAD_SECONDS,
+        connections: ConnectionTable | None = None,
     ) -> None:
         self.host, self.port = host.removeprefix("[").removesuffix("]"), port
+        # Changed on the server's loop only; other threads may read its counts (tests do).
+        self.connections = ConnectionTable() if connections is None else connections
         self._config = uvicorn.Config(
             app,
             host=self.host,
@@ -57,9 +67,12 @@ class ServerRunner:
             lifespan="on",  # the app moves engine reading onto this loop
             timeout_graceful_shutdown=3,
             ws="none",
-            http=timed_protocol(head_seconds),
+            http=guarded_protocol(head_seconds, self.connections),
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            limit_concurrency=MAX_CONNECTIONS,
+            # Not uvicorn's cap: it counts sockets, idle ones too, and answers 503 before a
+            # request is parsed (64 idle sockets locked everyone out). The app counts
+            # requests instead, and the connection table bounds the sockets.
+            limit_concurrency=None,
         )
         self._server = uvicorn.Server(self._config)
         self._thread: threading.Thread | None = None

@@ -4,7 +4,9 @@ Each route gets a mostly valid request shape whose fields are sometimes swapped 
 values: huge, negative and non-finite numbers, seeds -1 and 2**64, lone surrogates, deep
 nesting, wrong types, junk JSON schemas, unknown or oddly spelled model names. On top, the
 encoding is sometimes broken (empty, truncated or non-UTF-8 bodies, other content types) and
-the method is sometimes wrong. Generation stays short: ``max_tokens``/``num_predict`` are
+the method is sometimes wrong, and about one request in ten is sent beside a flood of up to
+300 idle sockets (silent, or half a request head in: :mod:`tests.server.idle_sockets`),
+which must change nothing about its answer. Generation stays short: ``max_tokens``/``num_predict`` are
 small unless the hostile branch picks them.
 
 Bodies are serialized by :func:`to_json`, not :func:`json.dumps`, so they can carry tokens
@@ -17,11 +19,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
 from hypothesis import strategies as st
+
+from tests.server.idle_sockets import FLOOD
 
 Strategy = st.SearchStrategy[Any]
 
@@ -45,11 +49,13 @@ class FuzzRequest:
     path: str
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    flood: int = 0  # idle sockets held open to the server while this request is sent
 
     def summary(self, limit: int = 300) -> str:
         path = self.path if len(self.path) <= 80 else self.path[:80] + "..."
         body = self.body if len(self.body) <= limit else self.body[:limit] + b"..."
-        return f"{self.method} {path} {self.headers} {body!r} ({len(self.body)} bytes)"
+        flood = f" beside {self.flood} idle sockets" if self.flood else ""
+        return f"{self.method} {path} {self.headers} {body!r} ({len(self.body)} bytes){flood}"
 
     def __repr__(self) -> str:
         return f"FuzzRequest({self.summary()})"
@@ -893,7 +899,15 @@ def path_requests(draw: st.DrawFn, models: Models) -> FuzzRequest:
     return FuzzRequest(template, method, path)
 
 
+def idle_floods() -> Strategy:
+    """How many idle sockets to hold open beside a request: none nine times in ten, else up
+    to :data:`FLOOD` (more than the server's socket backstop holds)."""
+    return st.integers(0, 9).flatmap(lambda k: st.integers(1, FLOOD) if k == 0 else st.just(0))
+
+
 def hostile_requests(models: Models) -> Strategy:
-    """Requests for every route, generation routes (the risky ones) drawn most often."""
+    """Requests for every route, generation routes (the risky ones) drawn most often, some
+    beside an idle-socket flood."""
     posts = post_requests(models)
-    return st.one_of(posts, posts, posts, get_requests(models), path_requests(models))
+    requests = st.one_of(posts, posts, posts, get_requests(models), path_requests(models))
+    return st.tuples(requests, idle_floods()).map(lambda pair: replace(pair[0], flood=pair[1]))

@@ -4,7 +4,8 @@ Properties, checked after every request (requests are sent one at a time, so a f
 the request's own):
 
 - no 5xx except the deliberate 501 (unsupported) and 503 (engine not ready); a 503 while
-  the engine was ready is a failure too;
+  the engine was ready is a failure too, also for a request sent beside a flood of idle
+  sockets (up to 300, held open while it is answered: they must not lock it out);
 - no traceback or internal source path in a body;
 - an answer within :data:`REQUEST_TIMEOUT` (no hang) on a connection that stays open;
 - the engine worker did not exit (``/health`` ``worker_pid`` and ``restarts`` unchanged);
@@ -42,6 +43,7 @@ from tests.server.harness import (
     store_embedding_model,
     store_rerank_model,
 )
+from tests.server.idle_sockets import idle_flood
 
 pytestmark = pytest.mark.slow
 
@@ -226,12 +228,17 @@ class Prober:
     def _send(self, request: FuzzRequest) -> tuple[int, bytes]:
         """Status and (the start of) the body, read as a stream so streamed answers end too."""
         kept = bytearray()
-        with self.http.stream(
-            request.method, request.path, content=request.body, headers=request.headers
-        ) as response:
-            for chunk in response.iter_bytes():
-                if len(kept) < BODY_KEPT:
-                    kept += chunk
+        flood = idle_flood(self.server.port, request.flood)
+        try:
+            with self.http.stream(
+                request.method, request.path, content=request.body, headers=request.headers
+            ) as response:
+                for chunk in response.iter_bytes():
+                    if len(kept) < BODY_KEPT:
+                        kept += chunk
+        finally:
+            for sock in flood:
+                sock.close()
         return response.status_code, bytes(kept)
 
     def _worker_failure(self) -> str | None:
