@@ -52,6 +52,7 @@ from engine.worker.messages import (
     WorkerStarted,
 )
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
+from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
 
 logger = logging.getLogger(__name__)
 
@@ -405,6 +406,7 @@ def _build_backend(command: LoadModel) -> Backend:
         pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
         serial = SerialBackend(pipe, plan.context_length)
         serial.prompt_limit = plan.prompt_limit
+        serial.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
         return serial
     scheduler = ov_genai.SchedulerConfig()
     scheduler.enable_prefix_caching = True
@@ -431,6 +433,7 @@ def _build_backend(command: LoadModel) -> Backend:
         )
     batched = BatchedBackend(pipe, plan.context_length)
     batched.prompt_limit = plan.prompt_limit
+    batched.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
     batched.speculation = speculation
     batched.speculative_tokens = command.speculative_tokens
     batched.max_ngram_size = command.max_ngram_size
@@ -440,6 +443,10 @@ def _build_backend(command: LoadModel) -> Backend:
         f" ({command.speculative_tokens} tokens per step)" if speculation != "off" else "",
     )
     return batched
+
+
+def _model_format(value: str) -> ModelFormat:
+    return "gguf" if value == "gguf" else "ir"
 
 
 def _speculation(command: LoadModel) -> Speculation:
