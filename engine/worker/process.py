@@ -346,6 +346,7 @@ class Worker:
             return
         backend.stream_interval = command.stream_interval
         backend.grammar_probe = self._probe
+        backend.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
         if spec.path.is_dir():
             backend.byte_table = verified_byte_table(spec.path, backend.tokenizer)
         logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")
@@ -406,7 +407,6 @@ def _build_backend(command: LoadModel) -> Backend:
         pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
         serial = SerialBackend(pipe, plan.context_length)
         serial.prompt_limit = plan.prompt_limit
-        serial.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
         return serial
     scheduler = ov_genai.SchedulerConfig()
     scheduler.enable_prefix_caching = True
@@ -433,7 +433,6 @@ def _build_backend(command: LoadModel) -> Backend:
         )
     batched = BatchedBackend(pipe, plan.context_length)
     batched.prompt_limit = plan.prompt_limit
-    batched.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
     batched.speculation = speculation
     batched.speculative_tokens = command.speculative_tokens
     batched.max_ngram_size = command.max_ngram_size
