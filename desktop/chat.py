@@ -224,7 +224,7 @@ class ReplyJob:
             )
         wanted = request.max_tokens
         return dataclasses.replace(
-            request, max_tokens=room if wanted is None else min(wanted, room), cap_max_tokens=True
+            request, max_tokens=room if wanted is None else min(wanted, room)
         )
 
     def stop(self) -> None:
@@ -239,7 +239,7 @@ class ReplyJob:
 async def count_tokens(pipeline: Pipeline, request: GenerateRequest) -> int:
     """The prompt's tokens as the model counts them (the engine's count path: templated and
     tokenized, nothing generated)."""
-    counting = dataclasses.replace(request, count_only=True, max_tokens=1, cap_max_tokens=True)
+    counting = dataclasses.replace(request, count_only=True, max_tokens=1)
     generation = await pipeline.start(counting)
     generation.cancel()
     return generation.started.prompt_tokens

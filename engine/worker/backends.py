@@ -32,7 +32,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +203,23 @@ class Backend:
         self.survivors: list[_Active] = []
         # Requests whose grammar the probe is compiling, by grammar key, oldest first.
         self._probing: dict[str, list[_Active]] = {}
+
+    def stop_on(self, token_ids: Collection[int]) -> None:
+        """Make every id in ``token_ids`` a stop token of every request, hidden from the text.
+
+        The model's declared end tokens (engine.worker.stop_tokens) that GenAI did not read
+        itself: without this the model ran past them or their text reached the reply.
+        Called once by the worker after the load, before any request.
+        """
+        ids = {int(t) for t in token_ids}
+        tokenizer_eos = getattr(self.tokenizer, "get_eos_token_id", lambda: -1)()
+        if isinstance(tokenizer_eos, int) and tokenizer_eos >= 0:  # its special-token EOS
+            ids.add(tokenizer_eos)
+        known = {int(t) for t in self.base_config.stop_token_ids}
+        if ids - known:
+            logger.info("stop tokens beyond GenAI's own: %s", sorted(ids - known))
+        self.base_config.stop_token_ids = known | ids
+        self.hidden_ids = self.hidden_ids | frozenset(ids)
 
     def _prepare(self, request: GenerationRequest) -> _Active | RequestRejected:
         """The request's running state, or why it cannot run (never raises)."""

@@ -21,7 +21,7 @@ small draft model of the same vocabulary. Either way greedy output is what plain
 gives: the target model checks every guessed token."""
 
 RejectCode = Literal[
-    "context_length_exceeded",  # prompt + max_tokens do not fit the model's context
+    "context_length_exceeded",  # the prompt alone fills the model's context
     "invalid_request",  # a field the engine cannot use (the ``param`` names it)
     "fim_unsupported",  # a ``suffix`` for a model without fill-in-the-middle tokens
     "no_model",  # no chat model is loaded
@@ -69,8 +69,8 @@ class GenerationRequest:
 
     ``suffix`` asks for fill-in-the-middle: the worker wraps ``prompt`` and ``suffix`` in the
     model's FIM tokens. ``logprobs`` asks for each token's text and log-probability.
-    ``cap_max_tokens`` makes ``max_tokens`` an upper bound (Ollama's ``num_predict``): more
-    than the context leaves after the prompt is clipped to what fits, not refused.
+    ``max_tokens`` is an upper bound in every dialect: more than the context leaves after
+    the prompt is clipped to what fits, not refused (``engine.worker.prepare.completion_room``).
     ``request_id`` is assigned by :meth:`engine.supervisor.client.EngineClient.submit`.
     ``count_only`` templates and tokenizes the prompt without generating: the worker answers
     :class:`RequestAccepted` (the prompt's size) and :class:`Finished` at once, and the
@@ -88,7 +88,6 @@ class GenerationRequest:
     constraint: OutputConstraint | None = None
     suffix: str | None = None
     logprobs: bool = False
-    cap_max_tokens: bool = False
     count_only: bool = False
     # A smaller context for this request (Ollama's num_ctx); the model's own is never exceeded.
     context_limit: int | None = None

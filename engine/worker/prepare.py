@@ -92,10 +92,10 @@ def prepare(
 
     Raises:
         RequestError: the prompt cannot be templated, the model has no FIM tokens for a
-            ``suffix``, or prompt plus ``max_tokens`` exceeds the model's context (never
-            truncated silently; with ``cap_max_tokens`` only the prompt must fit, and
-            ``max_tokens`` is clipped to the room it leaves; with ``count_only`` nothing
-            must fit), or a field holds a value the
+            ``suffix``, or the prompt alone fills the model's context (never truncated
+            silently; ``max_tokens`` is clipped to the room the prompt leaves, see
+            :func:`completion_room`; with ``count_only`` nothing must fit), or a field
+            holds a value the
             engine cannot take (text that is not valid Unicode, a number out of range).
             ``encoding_limit`` is the tokenizer's own cap (see engine.worker.encode): the
             prompt is encoded whole past it, or refused. ``prompt_limit`` (NPU: the static
@@ -119,39 +119,36 @@ def prepare(
     context_length = _request_context(context_length, request.context_limit)
     if not request.count_only:
         _check_prompt_limit(prompt_tokens, prompt_limit)
-    if context_length is not None and not request.count_only:
-        if (
-            request.max_tokens is not None
-            and not request.cap_max_tokens
-            and prompt_tokens + request.max_tokens > context_length
-        ):
-            raise RequestError(
-                "context_length_exceeded",
-                f"This model's maximum context length is {context_length} tokens. You requested "
-                f"{prompt_tokens + request.max_tokens} tokens ({prompt_tokens} in the messages, "
-                f"{request.max_tokens} in the completion). Please reduce the length of the "
-                "messages or completion.",
-                "max_tokens",
-            )
-        if prompt_tokens >= context_length:
-            raise RequestError(
-                "context_length_exceeded",
-                f"This model's maximum context length is {context_length} tokens, but the "
-                f"prompt has {prompt_tokens} tokens. Please reduce the length of the messages.",
-                "messages",
-            )
+    if context_length is not None and not request.count_only and prompt_tokens >= context_length:
+        raise RequestError(
+            "context_length_exceeded",
+            f"This model's maximum context length is {context_length} tokens, but the "
+            f"prompt has {prompt_tokens} tokens. Please reduce the length of the messages.",
+            "messages",
+        )
     if request.count_only:
         max_tokens = 1  # nothing is generated
-    elif request.max_tokens is not None:
-        max_tokens = request.max_tokens
-        if request.cap_max_tokens and context_length is not None:
-            max_tokens = min(max_tokens, context_length - prompt_tokens)
-    elif context_length is not None:
-        max_tokens = context_length - prompt_tokens
     else:
-        max_tokens = DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT
+        max_tokens = completion_room(request.max_tokens, prompt_tokens, context_length)
     config, grammar_key = _config(request, base_config, max_tokens)
     return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
+
+
+def completion_room(wanted: int | None, prompt_tokens: int, context_length: int | None) -> int:
+    """The completion's token budget: ``max_tokens`` clipped to the room the prompt leaves.
+
+    One rule for every dialect (OpenAI ``max_tokens``/``max_completion_tokens``, Responses
+    ``max_output_tokens``, Anthropic ``max_tokens``, Ollama ``num_predict``, LM Studio
+    ``max_output_tokens``): the value is an upper bound, never a demand, so a client that
+    asks for more than the context holds (qwen-code sends 8,000 and then 64,000) gets a
+    reply that ends with finish reason ``length`` where the context fills up, as
+    llama-server does. Without a value the room is the whole rest of the context. The
+    caller has checked that the prompt leaves room (``prompt_tokens < context_length``).
+    """
+    if context_length is None:
+        return DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT if wanted is None else wanted
+    room = context_length - prompt_tokens
+    return room if wanted is None else min(wanted, room)
 
 
 def _request_context(served: int | None, requested: int | None) -> int | None:

@@ -53,6 +53,7 @@ from engine.worker.messages import (
     WorkerStarted,
 )
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
+from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
 
 logger = logging.getLogger(__name__)
 
@@ -355,6 +356,7 @@ class Worker:
             return
         backend.stream_interval = command.stream_interval
         backend.grammar_probe = self._probe
+        backend.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
         if spec.path.is_dir():
             backend.byte_table = verified_byte_table(spec.path, backend.tokenizer)
         logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")
@@ -456,6 +458,10 @@ def _build_backend(command: LoadModel) -> Backend:
         f" ({command.speculative_tokens} tokens per step)" if speculation != "off" else "",
     )
     return batched
+
+
+def _model_format(value: str) -> ModelFormat:
+    return "gguf" if value == "gguf" else "ir"
 
 
 def _speculation(command: LoadModel) -> Speculation:

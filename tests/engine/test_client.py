@@ -113,23 +113,22 @@ async def test_context_overflow_is_rejected(engine: EngineClient) -> None:
     context = engine.status().context_length
     assert context is not None
     stream = engine.submit(
-        GenerationRequest(messages=[{"role": "user", "content": "Hello"}], max_tokens=context)
+        GenerationRequest(messages=[{"role": "user", "content": "word " * context}], max_tokens=4)
     )
     with pytest.raises(RequestFailed) as info:
         await stream.start()
-    assert info.value.code == "context_length_exceeded"
+    assert info.value.code == "context_length_exceeded" and info.value.param == "messages"
     assert str(context) in str(info.value)
 
 
-async def test_capped_max_tokens_is_clipped_to_the_context(engine: EngineClient) -> None:
-    """Ollama's ``num_predict`` is an upper bound: too large is clipped, not refused."""
+async def test_max_tokens_past_the_context_is_clipped_to_it(engine: EngineClient) -> None:
+    """``max_tokens`` is an upper bound in every dialect: too large is clipped, not refused."""
     context = engine.status().context_length
     assert context is not None
     stream = engine.submit(
         GenerationRequest(
             messages=[{"role": "user", "content": "Hello"}],
             max_tokens=context,
-            cap_max_tokens=True,
             sampling=SamplingParams(temperature=0, ignore_eos=True),
         )
     )

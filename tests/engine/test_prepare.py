@@ -1,4 +1,5 @@
-"""The worker's fill-in-the-middle prompt with the real tokenizers GenAI loads."""
+"""The worker's request preparation (FIM prompts, the completion's room) with the real
+tokenizers GenAI loads."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import openvino_genai as ov_genai
 import pytest
 
 from engine.worker.messages import GenerationRequest
-from engine.worker.prepare import FIM_TOKENS, RequestError, find_fim_tokens, prepare
+from engine.worker.prepare import (
+    DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT,
+    FIM_TOKENS,
+    RequestError,
+    completion_room,
+    find_fim_tokens,
+    prepare,
+)
 from tests.conftest import TINY_CODER, TINY_CODER_GGUF
 
 
@@ -48,3 +56,45 @@ def test_suffix_without_fim_tokens_is_refused(fixture: str, request: pytest.Fixt
             GenerationRequest(request_id=1, prompt="def f(", suffix=")"), tokenizer, config, 2048
         )
     assert refused.value.code == "fim_unsupported" and refused.value.param == "suffix"
+
+
+@pytest.mark.parametrize(
+    ("wanted", "prompt", "context", "room"),
+    [
+        (64_000, 1_000, 32_768, 31_768),  # qwen-code's retry on a 32k model: clipped
+        (8_000, 30_000, 32_768, 2_768),  # its first try, with a long conversation
+        (100, 1_000, 32_768, 100),  # within the room: as asked
+        (2_048, 2_047, 2_048, 1),  # one token left
+        (None, 1_000, 32_768, 31_768),  # no limit: the rest of the context
+        (None, 10, None, DEFAULT_MAX_TOKENS_WITHOUT_CONTEXT),  # no context known
+        (50_000, 10, None, 50_000),
+    ],
+)
+def test_completion_room_clips_the_limit_to_the_context(
+    wanted: int | None, prompt: int, context: int | None, room: int
+) -> None:
+    assert completion_room(wanted, prompt, context) == room
+
+
+def test_prepare_clips_max_tokens_and_refuses_only_a_prompt_that_fills_the_context(
+    tiny_model: Path,
+) -> None:
+    tokenizer, config = _tokenizer(tiny_model)
+    messages = [{"role": "user", "content": "Hello"}]
+    prepared = prepare(
+        GenerationRequest(request_id=1, messages=messages, max_tokens=64_000),
+        tokenizer,
+        config,
+        2048,
+    )
+    assert prepared.max_tokens == 2048 - len(prepared.prompt_ids)
+    assert prepared.config.max_new_tokens == prepared.max_tokens
+    with pytest.raises(RequestError) as refused:
+        prepare(
+            GenerationRequest(request_id=1, messages=messages, max_tokens=1),
+            tokenizer,
+            config,
+            len(prepared.prompt_ids),
+        )
+    assert refused.value.code == "context_length_exceeded" and refused.value.param == "messages"
+    assert f"prompt has {len(prepared.prompt_ids)} tokens" in str(refused.value)

@@ -63,7 +63,6 @@ def test_a_plain_request_keeps_the_model_defaults() -> None:
         dialect="anthropic",
         messages=[{"role": "user", "content": "Hello"}],
         max_tokens=100,
-        cap_max_tokens=True,  # an upper bound: Claude Code asks for 32000 on any model
         split_reasoning=True,
     )
     assert request.sampling == SamplingParams()

@@ -11,6 +11,7 @@ inference throughout; nothing is mocked. The embedding model (``tests/fixtures/t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,12 +79,34 @@ def test_ollama_generate_counts_the_whole_prompt(server: ServerProcess, model_id
     assert reply.json()["prompt_eval_count"] == _ir_count(LONG_TEXT, chat=False)
 
 
-def test_a_prompt_it_cannot_encode_whole_is_refused(client: openai.OpenAI, model_id: str) -> None:
-    """One line of more than 8,192 tokens cannot be split safely: a 400, not a cut prompt."""
-    one_line = "x" * 9000
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.completions.create(model=model_id, prompt=one_line, max_tokens=2)
-    assert "8192" in str(caught.value)
+# Minified JSON as agents send it (Qwen-style templates write each tool schema on one line):
+# no line break anywhere, far past the tokenizer's 8,192-token cut.
+ONE_LINE = json.dumps(
+    [{"path": f"src/module_{i}/file_{i}.py", "lines": i, "ok": i % 2 == 0} for i in range(300)],
+    separators=(",", ":"),
+)
+
+
+def test_a_prompt_without_line_breaks_is_counted_whole(
+    client: openai.OpenAI, model_id: str
+) -> None:
+    """Refused before (split only at line breaks); now encoded whole, in pieces."""
+    expected = _ir_count(ONE_LINE, chat=False)
+    assert "\n" not in ONE_LINE and 8192 < expected < CONTEXT
+    reply = client.completions.create(model=model_id, prompt=ONE_LINE, max_tokens=2)
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens == expected
+
+
+def test_a_chat_without_line_breaks_in_its_message_is_counted_whole(
+    client: openai.OpenAI, model_id: str
+) -> None:
+    expected = _ir_count(ONE_LINE, chat=True)
+    reply = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": ONE_LINE}], max_tokens=2
+    )
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens == expected
 
 
 EMBED_TOO_LONG = "hello world " * 300  # 602 tokens for tiny-embed, which reads 128

@@ -134,7 +134,7 @@ def test_whole_chat_is_one_message_with_stats_and_an_id(
     assert result["response_id"].startswith("resp_") and len(result["response_id"]) == 53
     (request,) = engine.submitted
     assert request.messages == [{"role": "user", "content": "Hi"}]
-    assert request.cap_max_tokens
+    assert request.max_tokens is None  # no limit sent: the worker gives the context's room
 
 
 def test_stream_events_in_order_and_chat_end_is_the_whole_answer(
@@ -189,7 +189,7 @@ def test_sampling_and_limits_reach_the_engine(http: TestClient, engine: FakeEngi
     sampling = request.sampling
     assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.5, 0.9, 20)
     assert (sampling.min_p, sampling.repetition_penalty) == (0.1, 1.1)
-    assert request.max_tokens == 5 and request.cap_max_tokens
+    assert request.max_tokens == 5
     assert request.messages == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "One\nTwo"},

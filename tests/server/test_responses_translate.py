@@ -256,7 +256,7 @@ def test_limits_sampling_and_logprobs() -> None:
         include=["message.output_text.logprobs"],
     )
     request = translate(parse_request(data)).request
-    assert request.max_tokens == 64 and request.cap_max_tokens is True
+    assert request.max_tokens == 64
     assert request.sampling.temperature == pytest.approx(0.2)
     assert request.sampling.top_p == pytest.approx(0.9)
     assert request.parallel_tool_calls is False and request.logprobs is True

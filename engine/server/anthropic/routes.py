@@ -76,7 +76,7 @@ def anthropic_routes(pipeline: PipelineLike) -> list[Route]:
         body = await parse(request, protocol.CountTokensRequest)
         # max_tokens 1: were count_only ignored, the cost would be one token.
         generate = dataclasses.replace(
-            translate.generate_request(body), count_only=True, max_tokens=1, cap_max_tokens=True
+            translate.generate_request(body), count_only=True, max_tokens=1
         )
         generation = await unless_disconnected(request, pipeline.start(generate))
         generation.cancel()

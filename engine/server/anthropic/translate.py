@@ -64,10 +64,7 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
         model=body.model,
         dialect="anthropic",
         messages=messages,
-        # An upper bound, clipped to what the context leaves: Claude Code asks for 32000
-        # whatever the model, and a prompt over the context is still refused.
         max_tokens=body.max_tokens,
-        cap_max_tokens=True,
         stop=tuple(body.stop_sequences or ()),
         sampling=sampling_params(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
         tools=tools.functions(),

@@ -66,9 +66,7 @@ def chat_turn(
         model=body.model,
         dialect="lmstudio",
         messages=messages,
-        # An upper bound clipped to what the context leaves, as LM Studio treats it.
         max_tokens=body.max_output_tokens,
-        cap_max_tokens=True,
         sampling=sampling_params(
             temperature=body.temperature,
             top_p=body.top_p,

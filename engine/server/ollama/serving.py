@@ -239,7 +239,7 @@ def max_tokens(options: protocol.Options | None) -> int | None:
     """``num_predict``: a positive limit, or -1/-2 (unlimited / fill the context) as ``None``.
 
     As in Ollama it is an upper bound: the engine clips it to the room the prompt leaves in
-    the context (``cap_max_tokens``) rather than refusing, so a client that always sends a
+    the context (``engine.worker.prepare.completion_room``) rather than refusing, so a client that always sends a
     large default (Continue sends 4096) works with a small-context model; the answer then
     ends with ``done_reason: "length"`` when the context fills up.
     """

@@ -151,7 +151,6 @@ def _generate_request(
         prompt=prompt,
         suffix=suffix,
         max_tokens=max_tokens(body.options),
-        cap_max_tokens=True,  # num_predict is an upper bound, clipped to the context
         context_limit=num_ctx(body.options),
         stop=stop(body.options),
         sampling=sampling(body.options),

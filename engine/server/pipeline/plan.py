@@ -98,7 +98,6 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
         prompt=request.prompt,
         suffix=request.suffix,
         max_tokens=request.max_tokens,
-        cap_max_tokens=request.cap_max_tokens,
         context_limit=request.context_limit,
         stop=request.stop,
         sampling=request.sampling,

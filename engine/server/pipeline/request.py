@@ -42,10 +42,9 @@ class GenerateRequest:
     messages: list[dict[str, Any]] | None = None
     prompt: str | None = None
     suffix: str | None = None
+    # An upper bound in every dialect (max_tokens, max_output_tokens, num_predict): the worker
+    # clips it to the room the prompt leaves in the context (finish reason length).
     max_tokens: int | None = None
-    # True: max_tokens is an upper bound clipped to the context (Ollama's num_predict);
-    # False: a demand refused with a 400 when it does not fit (OpenAI's max_tokens).
-    cap_max_tokens: bool = False
     context_limit: int | None = None  # a smaller context for this request (Ollama's num_ctx)
     stop: tuple[str, ...] = ()
     sampling: SamplingParams = field(default_factory=SamplingParams)

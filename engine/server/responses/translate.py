@@ -78,7 +78,6 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
         dialect="responses",
         messages=messages,
         max_tokens=body.max_output_tokens,
-        cap_max_tokens=True,  # max_output_tokens is an upper bound, not a demand
         sampling=sampling_params(temperature=body.temperature, top_p=body.top_p),
         tools=tools,
         tool_choice=choice,
