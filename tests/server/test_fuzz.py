@@ -23,6 +23,7 @@ request that showed it, rather than only the first one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -128,11 +129,20 @@ class Health:
     worker_pid: int | None
     restarts: int
     active: int
+    unloaded: str | None = None  # why the default model went away, when it did on purpose
+    model: str | None = None
 
 
 def read_health(http: httpx.Client) -> Health:
     body = http.get("/health").json()
-    return Health(body["status"], body["worker_pid"], body["restarts"], body["requests"]["active"])
+    return Health(
+        body["status"],
+        body["worker_pid"],
+        body["restarts"],
+        body["requests"]["active"],
+        body.get("unloaded"),
+        body.get("model"),
+    )
 
 
 class ServerLog:
@@ -248,9 +258,21 @@ class Prober:
             self.health = read_health(self.http)
         except httpx.HTTPError:
             self.health = Health("unreachable", None, before.restarts, 0)
+        if self.health.state == "idle" and self.health.unloaded is not None:
+            # Unloaded on purpose (a request's keep_alive 0): the next request loads it again.
+            return self._reload(before.model or self.health.model)
         if self.health.worker_pid == before.worker_pid and self.health.restarts == before.restarts:
             return None if self.health.state == "ready" else self._recover("engine not ready")
         return self._recover("worker exited")
+
+    def _reload(self, model: str | None) -> str | None:
+        """Load the default model again after a requested unload (not a finding, unless it
+        does not come back)."""
+        if model is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                self.http.post("/api/generate", json={"model": model}, timeout=RECOVERY_SECONDS)
+        kind = self._recover("not loaded again after keep_alive 0")
+        return None if kind != "outage" else kind
 
     def _recover(self, kind: str) -> str:
         """Wait for ``ready``; ``kind`` (a finding) if it comes back, an outage if not."""
