@@ -6,11 +6,15 @@ arguments stream as the model writes them. Not thread-safe: one parser per reque
 
 from __future__ import annotations
 
+import logging
+
 from engine.parsing.tool_parsers.base import ToolCallParser, partial_suffix
 from engine.parsing.tool_parsers.events import ParseEvent
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.json_call import CallReader
 from engine.parsing.tool_parsers.values import ToolSchemas
+
+logger = logging.getLogger(__name__)
 
 
 class _TaggedParser(ToolCallParser):
@@ -65,6 +69,7 @@ class _TaggedParser(ToolCallParser):
             self._buffer = call.leftover + self._buffer
             call.leftover = ""
             if call.failed:
+                logger.warning("unreadable tool call returned as text: %r", call.consumed[:200])
                 events.extend(self._content(self.begin + call.consumed))
                 self._call = None
                 return True
@@ -88,6 +93,8 @@ class _TaggedParser(ToolCallParser):
         events: list[ParseEvent] = []
         if self._call is not None:
             events.extend(self._finish_call(self._call, self.begin))
+            if self._call.failed:
+                logger.warning("unreadable tool call returned as text: %r", self._call.text[:200])
             self._call = None
         elif self._buffer:
             events.extend(self._content(self._buffer))
