@@ -23,10 +23,10 @@ from engine.parsing.reasoning import (
     ReasoningFormat,
     ReasoningParser,
     ReasoningSplitter,
-    new_reasoning_parser,
     reasoning_format_for_template,
     template_supports_reasoning,
 )
+from engine.parsing.reasoning_registry import new_reasoning_parser
 from engine.parsing.reply import ReasoningText, ReplyEvent, ReplyParser
 from engine.parsing.tool_calls import (
     CALL_SYNTAX,

@@ -16,7 +16,7 @@ Other families mark the block differently (:class:`ReasoningFormat`): Ministral 
 ``[THINK]...[/THINK]``, Seed-OSS ``<seed:think>...</seed:think>``, Gemma 4
 ``<|channel>thought...<channel|>``, and gpt-oss's harmony channels (``analysis`` is reasoning,
 :mod:`engine.parsing.harmony_channels`). :func:`reasoning_format_for_template` picks one from
-the chat template and :func:`new_reasoning_parser` builds its splitter.
+the chat template and :func:`engine.parsing.reasoning_registry.new_reasoning_parser` builds its splitter.
 
 Not thread-safe: one splitter per request.
 """
@@ -47,7 +47,7 @@ class ReasoningFormat(str, Enum):
 
 
 # The block markers (start, end, a label the model writes right after start) per format.
-_TAGS: dict[ReasoningFormat, tuple[str, str, str]] = {
+TAGS: dict[ReasoningFormat, tuple[str, str, str]] = {
     ReasoningFormat.THINK: (THINK_START, THINK_END, ""),
     ReasoningFormat.MISTRAL: ("[THINK]", "[/THINK]", ""),
     ReasoningFormat.SEED_OSS: ("<seed:think>", "</seed:think>", ""),
@@ -107,21 +107,6 @@ def reasoning_format_for_template(template: str | None) -> ReasoningFormat:
     if "[THINK]" in text:
         return ReasoningFormat.MISTRAL
     return ReasoningFormat.THINK
-
-
-def new_reasoning_parser(
-    fmt: ReasoningFormat | str = ReasoningFormat.THINK, *, starts_in_reasoning: bool = False
-) -> ReasoningParser:
-    """A fresh splitter for one reply whose reasoning is marked the ``fmt`` way."""
-    kind = ReasoningFormat(fmt)
-    if kind is ReasoningFormat.HARMONY:
-        from engine.parsing.harmony_channels import HarmonySplitter  # (imports this module)
-
-        return HarmonySplitter()
-    start, end, label = _TAGS[kind]
-    return ReasoningSplitter(
-        starts_in_reasoning=starts_in_reasoning, start=start, end=end, label=label
-    )
 
 
 class ReasoningSplitter:

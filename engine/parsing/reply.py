@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.parsing.reasoning import ReasoningDelta, ReasoningFormat, new_reasoning_parser
+from engine.parsing.reasoning import ReasoningDelta, ReasoningFormat
+from engine.parsing.reasoning_registry import new_reasoning_parser
 from engine.parsing.tool_parsers import (
     ContentDelta,
     ParseEvent,
