@@ -225,7 +225,8 @@ class MarkupToolParser(ToolCallParser):
         super().__init__(tools)
         self._buffer = ""
         self._marker: str | None = None  # the begin marker of the region we are in
-        self._region_calls = 0
+        self._region_items = 0  # calls read from the region so far
+        self._region_ws = ""  # the whitespace before the region (text again if it is no call)
 
     def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
         """The complete calls at the start of ``region`` and how much of it they use.
@@ -245,8 +246,11 @@ class MarkupToolParser(ToolCallParser):
             at, end = earliest(self._buffer, self.ends)
             if end is None:
                 items, used = self._split(self._buffer, final=False)
-                events.extend(self._items(items))
-                self._buffer = self._buffer[used:]
+                if not any(isinstance(item, Unparsed) for item in items):
+                    events.extend(self._items(items))
+                    self._buffer = self._buffer[used:]
+                # (else the region is read again when it closes: if nothing in it is a
+                # call, all of it goes back as text, as written)
                 break
             region, self._buffer = self._buffer[:at], self._buffer[at + len(end) :]
             events.extend(self._close(region, end, unclosed=False))
@@ -270,11 +274,11 @@ class MarkupToolParser(ToolCallParser):
             self._buffer = self._buffer[cut:]
             return False
         events.extend(self._content(self._buffer[:at]))
-        self._held_ws = ""
+        self._region_ws, self._held_ws = self._held_ws, ""
         rest = self._buffer[at + len(marker) :]
         self._buffer = marker + rest if marker in self.keep_begin else rest
         self._marker = marker
-        self._region_calls = 0
+        self._region_items = 0  # calls (or unreadable calls given back) read from the region
         return True
 
     def _close(self, region: str, end: str, *, unclosed: bool) -> list[ParseEvent]:
@@ -284,14 +288,14 @@ class MarkupToolParser(ToolCallParser):
         items, used = self._split(region, final=True)
         if unclosed and region.strip() and not self.end_optional:
             items = [_as_repaired(item) for item in items]
-        events = self._items(items)
         rest = region[used:]
-        if self._region_calls == 0:
-            if region.strip() or not items:
-                head = "" if marker in self.keep_begin else marker
-                logger.warning("no tool call in %r, returned as text", (head + region)[:200])
-                events.extend(self._content(head + region + end))
-        elif rest.strip():
+        if self._region_items == 0 and not any(isinstance(i, ParsedCall) for i in items):
+            head = "" if marker in self.keep_begin else marker
+            why = "; ".join(i.why for i in items if isinstance(i, Unparsed)) or "no call in it"
+            logger.warning("unreadable tool call returned as text (%s): %r", why, region[:200])
+            return self._content(self._region_ws + head + region + end)
+        events = self._items(items)
+        if rest.strip():
             logger.warning("text inside a tool-call region, returned as text: %r", rest[:200])
             events.extend(self._content(rest))
         return events
@@ -303,7 +307,7 @@ class MarkupToolParser(ToolCallParser):
                 logger.warning("unreadable tool call returned as text (%s)", item.why)
                 events.extend(self._content(item.text))
                 continue
-            self._region_calls += 1
+            self._region_items += 1
             events.extend(self._emit(item))
         return events
 

@@ -27,6 +27,7 @@ class _TaggedParser(ToolCallParser):
         super().__init__(tools)
         self._buffer = ""
         self._call: CallReader | None = None
+        self._region_ws = ""  # the whitespace before a block (text again if it is no call)
 
     def feed(self, text: str) -> list[ParseEvent]:
         events: list[ParseEvent] = []
@@ -48,7 +49,7 @@ class _TaggedParser(ToolCallParser):
             self._buffer = self._buffer[cut:]
             return False
         events.extend(self._content(self._buffer[:at]))
-        self._held_ws = ""
+        self._region_ws, self._held_ws = self._held_ws, ""
         self._buffer = self._buffer[at + len(self.begin) :]
         self._call = self._reader()
         return True
@@ -70,7 +71,7 @@ class _TaggedParser(ToolCallParser):
             call.leftover = ""
             if call.failed:
                 logger.warning("unreadable tool call returned as text: %r", call.consumed[:200])
-                events.extend(self._content(self.begin + call.consumed))
+                events.extend(self._content(self._region_ws + self.begin + call.consumed))
                 self._call = None
                 return True
         return self._after_call(events)
@@ -92,7 +93,7 @@ class _TaggedParser(ToolCallParser):
     def finish(self) -> list[ParseEvent]:
         events: list[ParseEvent] = []
         if self._call is not None:
-            events.extend(self._finish_call(self._call, self.begin))
+            events.extend(self._finish_call(self._call, self._region_ws + self.begin))
             if self._call.failed:
                 logger.warning("unreadable tool call returned as text: %r", self._call.text[:200])
             self._call = None
