@@ -36,8 +36,6 @@ class GLMToolParser(MarkupToolParser):
         for match in _PAIR.finditer("<arg_key>" + rest if rest else ""):
             key = match["key"].strip()
             value, fixed = typed_value(match["value"], parameter_types(self._schemas, name, key))
-            if isinstance(value, str) and not parameter_types(self._schemas, name, key):
-                value, fixed = typed_value(value, set())
             arguments[key] = value
             repaired = repaired or fixed
         return [ParsedCall(name, arguments_json(arguments), repaired)], len(region)
