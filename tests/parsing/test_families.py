@@ -262,3 +262,35 @@ def test_ministral_think_and_several_new_form_calls() -> None:
 )
 def test_unknown_template_tries_every_syntax(text: str) -> None:
     check("Ok. " + text, calls=[WEATHER], content="Ok.", tool_format=ToolFormat.AUTO, tools=TOOLS)
+
+
+STREAMED = {
+    ToolFormat.KIMI_K2: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Paris", "days": 3}<|tool_call_end|>'
+    "<|tool_calls_section_end|>",
+    ToolFormat.DEEPSEEK: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+    '```json\n{"city": "Paris", "days": 3}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    ToolFormat.MISTRAL: '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}',
+    ToolFormat.HARMONY: "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+    '<|message|>{"city": "Paris", "days": 3}<|call|>',
+}
+
+
+@pytest.mark.parametrize("fmt", list(STREAMED))
+def test_json_argument_families_stream_their_arguments(fmt: ToolFormat) -> None:
+    from engine.parsing import ReplyParser, ToolCallDelta, ToolCallStart
+
+    kw: dict[str, Any] = {"tool_format": fmt}
+    if fmt is ToolFormat.HARMONY:
+        kw["reasoning_format"] = ReasoningFormat.HARMONY
+    parser = ReplyParser(**kw)
+    text = STREAMED[fmt]
+    seen: list[tuple[int, object]] = []
+    for at, char in enumerate(text):
+        seen += [(at, e) for e in parser.feed(char)]
+    (start_at,) = [at for at, e in seen if isinstance(e, ToolCallStart)]
+    deltas = [(at, e) for at, e in seen if isinstance(e, ToolCallDelta)]
+    assert len(deltas) > 5  # piece by piece, not whole
+    assert start_at < text.index("Paris") < deltas[-1][0]
+    parser.finish()
+    assert [(c.name, c.arguments_object()) for c in parser.calls] == [WEATHER]

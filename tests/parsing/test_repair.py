@@ -97,3 +97,47 @@ def test_unrepairable_call_comes_back_as_text_and_is_logged(
     assert calls == []
     assert content == "Before. " + text  # given back once, as written
     assert any(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_a_streamed_call_that_proves_unreadable_is_closed_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from engine.parsing import ToolCallEnd, new_tool_call_parser
+
+    text = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        '<|tool_call_argument_begin|>{"a": @@@}<|tool_call_end|><|tool_calls_section_end|>'
+    )
+    parser = new_tool_call_parser(ToolFormat.KIMI_K2)
+    with caplog.at_level(logging.WARNING, logger="engine.parsing"):
+        events = [e for char in text for e in parser.feed(char)] + parser.finish()
+    # Announced while it streamed: it is closed with what was sent (a client that already
+    # shows the call gets its end), never an exception; whole, the same text is content.
+    (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert end.call.name == "f" and end.call.arguments == '{"a": @@@}'
+    assert any("unreadable" in r.getMessage() for r in caplog.records)
+    assert parse_tool_calls(ToolFormat.KIMI_K2, text) == (text, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{'a': 'it\\'s', 'b': [1, 2,],}",
+        '{"code": "l1\nl2", "ok": True, "none": None}',
+        '{"a": {"b": "c',
+        '  {"a": 1} trailing text',
+        '{"x": [1, 2] , "y": {"z": false,},}',
+    ],
+)
+def test_streaming_repair_gives_one_answer_however_the_text_is_split(text: str) -> None:
+    from engine.parsing.tool_parsers.repair import StreamingRepair
+
+    outputs = set()
+    for cut in range(len(text) + 1):
+        streamer = StreamingRepair()
+        outputs.add(streamer.feed(text[:cut]) + streamer.feed(text[cut:]) + streamer.finish())
+    streamer = StreamingRepair()
+    outputs.add("".join(streamer.feed(c) for c in text) + streamer.finish())
+    (output,) = outputs
+    assert loads_lenient(text)[0] == loads_lenient(output)[0]
+    assert loads_lenient(output)[1] is False  # the streamed text is valid JSON itself

@@ -10,8 +10,13 @@ begin marker (``<tool_call>``, ``<|tool_calls_section_begin|>``...) and closed b
 (or by the end of the reply), holding one or more calls. A family says how a region splits
 into calls (:meth:`MarkupToolParser._split`); the base finds the regions while holding back a
 partial marker, so no markup ever reaches content, and returns each call once it is complete.
-A call that cannot be read even after repair comes back as content and is logged: a parser
-never raises on model text.
+Families whose arguments are JSON text (Kimi K2, DeepSeek, harmony, Mistral) also say where
+the call being written stands (:meth:`MarkupToolParser._open_args`): the call is announced
+once its name is known and its arguments stream through the same repairer the whole call
+goes through (:class:`~engine.parsing.tool_parsers.repair.StreamingRepair`), so the deltas
+always add up to the final arguments. A call that cannot be read even after repair comes
+back as content and is logged (one already announced while streaming is closed with what was
+sent, and logged): a parser never raises on model text.
 
 Not thread-safe: one parser per request, used from one thread (or one event loop).
 """
@@ -35,7 +40,12 @@ from engine.parsing.tool_parsers.events import (
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.json_call import CallReader
-from engine.parsing.tool_parsers.repair import Unrepairable, loads_lenient, note_repair
+from engine.parsing.tool_parsers.repair import (
+    StreamingRepair,
+    Unrepairable,
+    loads_lenient,
+    note_repair,
+)
 from engine.parsing.tool_parsers.values import ToolSchemas
 
 logger = logging.getLogger(__name__)
@@ -174,6 +184,18 @@ class Unparsed:
 RegionItem = ParsedCall | Unparsed
 
 
+@dataclass
+class _OpenCall:
+    """A call announced before its end: its arguments stream through a repairer."""
+
+    index: int
+    id: str
+    name: str
+    streamer: StreamingRepair
+    fed: str = ""  # the raw arguments fed so far (leading whitespace stripped)
+    sent: str = ""  # the repaired arguments sent so far
+
+
 @dataclass(frozen=True)
 class Block:
     """The body of one ``open``...``close`` element; ``closed`` is False when the reply
@@ -225,6 +247,7 @@ class MarkupToolParser(ToolCallParser):
         super().__init__(tools)
         self._buffer = ""
         self._marker: str | None = None  # the begin marker of the region we are in
+        self._open: _OpenCall | None = None  # a call whose arguments are streaming
         self._region_items = 0  # calls read from the region so far
         self._region_ws = ""  # the whitespace before the region (text again if it is no call)
 
@@ -234,6 +257,13 @@ class MarkupToolParser(ToolCallParser):
         ``final``: the region is closed (its end marker or the end of the reply), so every
         call in it must be read now (an unclosed last call included)."""
         raise NotImplementedError
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        """The call being written at the start of ``rest`` (the region after its complete
+        calls): its name and the raw JSON of its arguments so far, without any (partial)
+        closing marker. ``None``: not known yet, or this family's arguments do not stream
+        (they are sent whole when the call completes)."""
+        return None
 
     def feed(self, text: str) -> list[ParseEvent]:
         self._buffer += text
@@ -249,6 +279,7 @@ class MarkupToolParser(ToolCallParser):
                 if not any(isinstance(item, Unparsed) for item in items):
                     events.extend(self._items(items))
                     self._buffer = self._buffer[used:]
+                    events.extend(self._progress())
                 # (else the region is read again when it closes: if nothing in it is a
                 # call, all of it goes back as text, as written)
                 break
@@ -289,12 +320,15 @@ class MarkupToolParser(ToolCallParser):
         if unclosed and region.strip() and not self.end_optional:
             items = [_as_repaired(item) for item in items]
         rest = region[used:]
-        if self._region_items == 0 and not any(isinstance(i, ParsedCall) for i in items):
+        readable = any(isinstance(i, ParsedCall) for i in items)
+        if self._region_items == 0 and self._open is None and not readable:
             head = "" if marker in self.keep_begin else marker
             why = "; ".join(i.why for i in items if isinstance(i, Unparsed)) or "no call in it"
             logger.warning("unreadable tool call returned as text (%s): %r", why, region[:200])
             return self._content(self._region_ws + head + region + end)
         events = self._items(items)
+        if self._open is not None:
+            events.extend(self._abandon("the region ended inside it"))
         if rest.strip():
             logger.warning("text inside a tool-call region, returned as text: %r", rest[:200])
             events.extend(self._content(rest))
@@ -303,6 +337,9 @@ class MarkupToolParser(ToolCallParser):
     def _items(self, items: list[RegionItem]) -> list[ParseEvent]:
         events: list[ParseEvent] = []
         for item in items:
+            if isinstance(item, Unparsed) and self._open is not None:
+                events.extend(self._abandon(item.why))
+                continue
             if isinstance(item, Unparsed):
                 logger.warning("unreadable tool call returned as text (%s)", item.why)
                 events.extend(self._content(item.text))
@@ -311,18 +348,65 @@ class MarkupToolParser(ToolCallParser):
             events.extend(self._emit(item))
         return events
 
+    def _progress(self) -> list[ParseEvent]:
+        """Announce the call being written and stream its arguments so far."""
+        found = self._open_args(self._buffer)
+        if found is None:
+            return []
+        name, raw = found[0].strip(), found[1].lstrip()
+        events: list[ParseEvent] = []
+        if self._open is None:
+            if not name or not raw.startswith("{"):
+                return []
+            index = self._next_index()
+            self._extra_calls += 1
+            self._open = _OpenCall(index, new_call_id(), name, StreamingRepair())
+            events.append(ToolCallStart(index, self._open.id, name))
+        call = self._open
+        if not raw.startswith(call.fed):
+            return events  # (cannot happen for a family whose hook is consistent)
+        piece = call.streamer.feed(raw[len(call.fed) :])
+        call.fed = raw
+        if piece:
+            call.sent += piece
+            events.append(ToolCallDelta(call.index, piece))
+        return events
+
+    def _abandon(self, why: str) -> list[ParseEvent]:
+        """An announced call proved unreadable: close it with what was sent (logged)."""
+        call, self._open = self._open, None
+        assert call is not None
+        logger.warning("tool call %d to %s ended unreadable (%s)", call.index, call.name, why)
+        tail = call.streamer.finish()
+        arguments = call.sent + tail
+        events: list[ParseEvent] = [ToolCallDelta(call.index, tail)] if tail else []
+        events.append(ToolCallEnd(call.index, ToolCall(call.id, call.name, arguments)))
+        return events
+
     def _emit(self, parsed: ParsedCall) -> list[ParseEvent]:
         if parsed.repaired:
             note_repair()
             logger.info("tool call to %s repaired", parsed.name)
+        call, self._open = self._open, None
+        if call is not None:  # announced already: send the rest of its arguments
+            if not parsed.arguments.startswith(call.sent):
+                logger.warning(
+                    "tool call %d: the final arguments differ from those sent", call.index
+                )
+            rest = (
+                parsed.arguments[len(call.sent) :] if parsed.arguments.startswith(call.sent) else ""
+            )
+            done = ToolCall(call.id, call.name, parsed.arguments)
+            events: list[ParseEvent] = [ToolCallDelta(call.index, rest)] if rest else []
+            return [*events, ToolCallEnd(call.index, done)]
         index = self._next_index()
         self._extra_calls += 1
-        call = ToolCall(new_call_id(), parsed.name, parsed.arguments)
-        events: list[ParseEvent] = [ToolCallStart(index, call.id, call.name)]
+        whole = ToolCall(new_call_id(), parsed.name, parsed.arguments)
+        out: list[ParseEvent] = [ToolCallStart(index, whole.id, whole.name)]
         if parsed.arguments:
-            events.append(ToolCallDelta(index, parsed.arguments))
-        events.append(ToolCallEnd(index, call))
-        return events
+            out.append(ToolCallDelta(index, parsed.arguments))
+        out.append(ToolCallEnd(index, whole))
+        return out
 
 
 def _as_repaired(item: RegionItem) -> RegionItem:
@@ -341,7 +425,8 @@ def json_arguments(value: Any) -> str:
 def json_args_item(name: str, text: str, *, raw: str = "") -> RegionItem:
     """A call whose arguments the model wrote as JSON ``text`` (repaired if it must be).
 
-    Valid JSON is kept as written; repaired JSON is re-serialized. ``raw`` is the markup
+    Valid JSON is kept as written (up to the end of its object); repaired JSON as the
+    repairer wrote it. ``raw`` is the markup
     given back as content when the arguments cannot be read."""
     name = name.strip()
     stripped = text.strip()
@@ -350,12 +435,24 @@ def json_args_item(name: str, text: str, *, raw: str = "") -> RegionItem:
     if not stripped:
         return ParsedCall(name, "{}")
     try:
-        value, repaired = loads_lenient(stripped)
-    except Unrepairable as exc:
-        return Unparsed(raw or text, f"arguments of {name}: {exc}")
+        json.loads(stripped)
+        repaired = False
+    except json.JSONDecodeError:
+        repaired = True
+    # The same repairer streamed arguments go through, so whole and streamed agree.
+    streamer = StreamingRepair()
+    arguments = streamer.feed(stripped) + streamer.finish()
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        try:
+            value, _ = loads_lenient(stripped)
+        except Unrepairable as exc:
+            return Unparsed(raw or text, f"arguments of {name}: {exc}")
+        arguments = json_arguments(value)
     if not isinstance(value, dict):
         return Unparsed(raw or text, f"arguments of {name} are not an object")
-    return ParsedCall(name, json_arguments(value) if repaired else stripped, repaired)
+    return ParsedCall(name, arguments, repaired)
 
 
 def object_items(

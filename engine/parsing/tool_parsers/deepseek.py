@@ -21,6 +21,7 @@ from engine.parsing.tool_parsers.base import (
     split_blocks,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.kimi_k2 import _upto
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
@@ -46,6 +47,27 @@ class DeepSeekToolParser(MarkupToolParser):
                 name, arguments = left, right
             items.append(json_args_item(name, arguments, raw=raw))
         return items, used
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        body = rest.lstrip()
+        if not body.startswith(CALL):
+            return None
+        left, found, right = body[len(CALL) :].partition(SEP)
+        if not found:
+            return None
+        ends = (CALL_END, *self.ends)
+        if left.strip() != "function":
+            return left, _upto(right, ends)
+        name, newline, arguments = right.partition("\n")
+        if not newline:
+            return None
+        arguments = arguments.lstrip()
+        if not arguments.startswith(FENCE):
+            return None if FENCE.startswith(arguments) else (name, _upto(arguments, ends))
+        return name, _upto(arguments[len(FENCE) :], ("```", *ends))
+
+
+FENCE = "```json"
 
 
 def _unfenced(text: str) -> str:

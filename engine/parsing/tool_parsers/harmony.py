@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem, Unparsed, json_args_item
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.kimi_k2 import _upto
 
 RECIPIENT = "to=functions."
 MESSAGE = "<|message|>"
@@ -37,3 +38,10 @@ class HarmonyToolParser(MarkupToolParser):
         words = header.split("<|", 1)[0].split()
         name = words[0] if words else ""
         return [json_args_item(name, arguments, raw=raw)], len(region)
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        header, found, arguments = rest.partition(MESSAGE)
+        if not found:
+            return None
+        words = header.split("<|", 1)[0].split()
+        return (words[0] if words else ""), _upto(arguments, self.ends)

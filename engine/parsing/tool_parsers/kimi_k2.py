@@ -13,6 +13,7 @@ from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
     RegionItem,
     Unparsed,
+    held_back,
     json_args_item,
     split_blocks,
 )
@@ -37,6 +38,24 @@ class KimiK2ToolParser(MarkupToolParser):
             if not found:
                 items.append(Unparsed(raw, "a Kimi call without its arguments"))
                 continue
-            name = call_id.strip().removeprefix("functions.").rsplit(":", 1)[0]
-            items.append(json_args_item(name, arguments, raw=raw))
+            items.append(json_args_item(_name(call_id), arguments, raw=raw))
         return items, used
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        body = rest.lstrip()
+        if not body.startswith(CALL):
+            return None
+        call_id, found, arguments = body[len(CALL) :].partition(ARGUMENTS)
+        if not found:
+            return None
+        return _name(call_id), _upto(arguments, (CALL_END, *self.ends))
+
+
+def _name(call_id: str) -> str:
+    return call_id.strip().removeprefix("functions.").rsplit(":", 1)[0]
+
+
+def _upto(text: str, ends: tuple[str, ...]) -> str:
+    """``text`` up to the first of ``ends``, or without a partial one at its end."""
+    cut = min((at for at in (text.find(e) for e in ends) if at >= 0), default=-1)
+    return text[:cut] if cut >= 0 else text[: len(text) - held_back(text, ends)]

@@ -12,6 +12,7 @@ from engine.parsing.json_scan import JSONScanner
 from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
     RegionItem,
+    held_back,
     json_args_item,
     json_list_items,
 )
@@ -65,6 +66,15 @@ class MistralToolCallParser(MarkupToolParser):
             body = region[body_at : body_at + end]
             items.append(json_args_item(name, body, raw=MARKER + region[start : body_at + end]))
             pos = body_at + end
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        start = _skip_separators(rest, 0)
+        args_at = rest.find(ARGS, start)
+        if args_at < 0 or rest.startswith("[", start):
+            return None
+        name = rest[start:args_at].partition(CALL_ID)[0]
+        arguments = rest[args_at + len(ARGS) :]
+        return name, arguments[: len(arguments) - held_back(arguments, (MARKER,))]
 
 
 def _skip_separators(text: str, pos: int) -> int:

@@ -120,3 +120,118 @@ def _drop_trailing_comma(out: list[str]) -> None:
         j -= 1
     if j >= 0 and out[j] == ",":
         del out[j]
+
+
+class StreamingRepair:
+    """:func:`repair_json` as a stream, for arguments sent while the model writes them.
+
+    :meth:`feed` takes raw JSON text and returns the repaired text that can no longer change
+    (a trailing comma and a bare word are held until the next character decides them);
+    :meth:`finish` returns the rest, closing open strings and brackets. Text after the
+    top-level value is ignored. The concatenated output is the whole repaired value, the
+    same however the raw text was split. Not thread-safe: one per call.
+    """
+
+    def __init__(self) -> None:
+        self._quote = ""
+        self._escape = False
+        self._closers: list[str] = []
+        self._pending = ""  # a comma and the whitespace after it, outside strings
+        self._word = ""  # a bare word being read (true/True/null/None...)
+        self._started = False
+        self.done = False  # the top-level value closed
+
+    def feed(self, text: str) -> str:
+        out: list[str] = []
+        for ch in text:
+            if self.done:
+                break
+            self._char(ch, out)
+        return "".join(out)
+
+    def finish(self) -> str:
+        out: list[str] = []
+        if not self.done:
+            self._flush_word(out)
+            self._pending = self._pending.replace(",", "", 1)
+            out.append(self._pending)
+            self._pending = ""
+            if self._quote:
+                out.append('"')
+            out.extend(reversed(self._closers))
+            self._closers = []
+            self.done = True
+        return "".join(out)
+
+    def _char(self, ch: str, out: list[str]) -> None:
+        if not self._started:
+            if ch.isspace():
+                return
+            self._started = True
+        if self._quote:
+            self._string_char(ch, out)
+        elif not self._word_char(ch, out):
+            self._structural(ch, out)
+
+    def _word_char(self, ch: str, out: list[str]) -> bool:
+        """Read a bare word's character; ``False`` when ``ch`` is not part of one."""
+        if self._word:
+            if ch.isalnum() or ch == "_":
+                self._word += ch
+                return True
+            self._flush_word(out)
+        if ch.isalpha() or ch == "_":
+            self._flush_pending(out)
+            self._word = ch
+            return True
+        return False
+
+    def _structural(self, ch: str, out: list[str]) -> None:
+        if ch in "\"'":
+            self._flush_pending(out)
+            self._quote = ch
+            out.append('"')
+        elif ch in "{[":
+            self._flush_pending(out)
+            self._closers.append("}" if ch == "{" else "]")
+            out.append(ch)
+        elif ch in "}]":
+            out.append(self._pending.replace(",", "", 1))  # a trailing comma is dropped
+            self._pending = ""
+            if self._closers:
+                self._closers.pop()
+            out.append(ch)
+            self.done = not self._closers
+        elif ch == ",":
+            self._flush_pending(out)
+            self._pending = ","
+        elif ch.isspace() and self._pending:
+            self._pending += ch
+        else:
+            self._flush_pending(out)
+            out.append(ch)
+
+    def _string_char(self, ch: str, out: list[str]) -> None:
+        if self._escape:
+            self._escape = False
+            out.append("'" if ch == "'" else "\\" + ch)
+        elif ch == "\\":
+            self._escape = True
+        elif ch == self._quote:
+            self._quote = ""
+            out.append('"')
+            self.done = not self._closers
+        elif ch == '"':
+            out.append('\\"')
+        else:
+            out.append(_ESCAPES.get(ch, ch))
+
+    def _flush_pending(self, out: list[str]) -> None:
+        out.append(self._pending)
+        self._pending = ""
+
+    def _flush_word(self, out: list[str]) -> None:
+        if self._word:
+            self._flush_pending(out)
+            out.append(_LITERALS.get(self._word, self._word))
+            self._word = ""
