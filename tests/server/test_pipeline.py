@@ -166,6 +166,19 @@ async def test_calls_completed_at_the_end_finish_with_tool_calls(
         assert reply.done.finish_reason == "tool_calls"
 
 
+async def test_gpt_oss_plain_answer_comes_back_without_channel_markup() -> None:
+    engine = FakeEngine(chat_template="<|start|>assistant<|channel|>final<|message|>")
+    for request in (chat(), chat(split_reasoning=False)):
+        engine.script(
+            "<|channel|>analysis<|message|>Easy.<|end|>",
+            "<|start|>assistant<|channel|>final<|message|>The capital is Paris.",
+        )
+        events = await events_of(Pipeline(engine), request)
+        assert text_of(events, ContentDelta) == "The capital is Paris."
+        assert text_of(events, ReasoningText) == "Easy."
+        assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
+
+
 async def test_required_and_named_tools_and_schemas_constrain_decoding() -> None:
     engine = FakeEngine(chat_template=HERMES_TEMPLATE)
     pipeline = Pipeline(engine)
