@@ -10,11 +10,15 @@ begin marker (``<tool_call>``, ``<|tool_calls_section_begin|>``...) and closed b
 (or by the end of the reply), holding one or more calls. A family says how a region splits
 into calls (:meth:`MarkupToolParser._split`); the base finds the regions while holding back a
 partial marker, so no markup ever reaches content, and returns each call once it is complete.
-Families whose arguments are JSON text (Kimi K2, DeepSeek, harmony, Mistral) also say where
-the call being written stands (:meth:`MarkupToolParser._open_args`): the call is announced
-once its name is known and its arguments stream through the same repairer the whole call
-goes through (:class:`~engine.parsing.tool_parsers.repair.StreamingRepair`), so the deltas
-always add up to the final arguments. A call that cannot be read even after repair comes
+Most families also say where the call being written stands
+(:meth:`MarkupToolParser._open_args`): the call is announced once its name is known and its
+arguments stream through the same repairer the whole call goes through
+(:class:`~engine.parsing.tool_parsers.repair.StreamingRepair`), so the deltas always add up
+to the final arguments. JSON-argument families (Kimi K2, DeepSeek, harmony, Mistral) stream
+the model's JSON; XML families (Qwen3-Coder, Seed-OSS, MiniMax-M2, DSML) stream the JSON
+object as it is built, a string parameter character by character
+(:func:`~engine.parsing.tool_parsers.xml_params.open_arguments`). Gemma 4, GLM, Nemotron and
+Granite calls are sent whole when they complete. A call that cannot be read even after repair comes
 back as content and is logged (one already announced while streaming is closed with what was
 sent, and logged): a parser never raises on model text.
 

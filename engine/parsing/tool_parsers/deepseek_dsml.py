@@ -17,7 +17,7 @@ import re
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.minimax_m2 import invoke_items
-from engine.parsing.tool_parsers.xml_params import XMLSpelling
+from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call
 
 DSML = "｜DSML｜"
 BEGIN, END = f"<{DSML}function_calls>", f"</{DSML}function_calls>"
@@ -27,6 +27,7 @@ SPELLING = XMLSpelling(
         f'<{DSML}parameter name="(?P<name>[^"]+)"' r'(?:\s+string="(?P<string>true|false)")?\s*>'
     ),
     f"</{DSML}parameter>",
+    f"<{DSML}parameter",
 )
 
 
@@ -37,3 +38,6 @@ class DeepSeekDSMLToolParser(MarkupToolParser):
 
     def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
         return invoke_items(self, region, final, SPELLING, (BEGIN, END, INVOKE, INVOKE_END))
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        return open_call(rest, (INVOKE, INVOKE_END), SPELLING, self._schemas, self.ends)

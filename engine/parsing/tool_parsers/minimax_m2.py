@@ -10,9 +10,11 @@ import re
 
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem, Unparsed, split_blocks
 from engine.parsing.tool_parsers.formats import ToolFormat
-from engine.parsing.tool_parsers.xml_params import XMLSpelling, read_call
+from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call, read_call
 
-SPELLING = XMLSpelling(re.compile(r'<parameter name="?(?P<name>[^">]+)"?>'), "</parameter>")
+SPELLING = XMLSpelling(
+    re.compile(r'<parameter name="?(?P<name>[^">]+)"?>'), "</parameter>", "<parameter name="
+)
 BEGIN, END = "<minimax:tool_call>", "</minimax:tool_call>"
 INVOKE, INVOKE_END = "<invoke name=", "</invoke>"
 
@@ -45,3 +47,6 @@ class MiniMaxM2ToolParser(MarkupToolParser):
 
     def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
         return invoke_items(self, region, final, SPELLING, (BEGIN, END, INVOKE, INVOKE_END))
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        return open_call(rest, (INVOKE, INVOKE_END), SPELLING, self._schemas, self.ends)

@@ -26,9 +26,9 @@ from engine.parsing.tool_parsers.base import (
     split_blocks,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
-from engine.parsing.tool_parsers.xml_params import XMLSpelling, read_call
+from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call, read_call
 
-SPELLING = XMLSpelling(re.compile(r"<parameter=(?P<name>[^>\n]+)>"), "</parameter>")
+SPELLING = XMLSpelling(re.compile(r"<parameter=(?P<name>[^>\n]+)>"), "</parameter>", "<parameter=")
 FUNCTION, FUNCTION_END = "<function=", "</function>"
 
 
@@ -60,3 +60,6 @@ class Qwen3XMLToolParser(MarkupToolParser):
 
     def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
         return function_items(self, region, final, "<tool_call>", "</tool_call>")
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        return open_call(rest, (FUNCTION, FUNCTION_END), SPELLING, self._schemas, self.ends)

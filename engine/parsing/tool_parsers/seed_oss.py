@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem
 from engine.parsing.tool_parsers.formats import ToolFormat
-from engine.parsing.tool_parsers.qwen3_xml import function_items
+from engine.parsing.tool_parsers.qwen3_xml import FUNCTION, FUNCTION_END, SPELLING, function_items
+from engine.parsing.tool_parsers.xml_params import open_call
 
 
 class SeedOSSToolParser(MarkupToolParser):
@@ -19,3 +20,6 @@ class SeedOSSToolParser(MarkupToolParser):
 
     def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
         return function_items(self, region, final, "<seed:tool_call>", "</seed:tool_call>")
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        return open_call(rest, (FUNCTION, FUNCTION_END), SPELLING, self._schemas, self.ends)
