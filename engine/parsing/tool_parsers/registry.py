@@ -168,7 +168,7 @@ class AutoToolParser(ToolCallParser):
 
     def feed(self, text: str) -> list[ParseEvent]:
         if self._inner is not None:
-            return self._relay(self._inner.feed(text))
+            return self._track(self._inner.feed(text))
         self._buffer += text
         return self._track(self._choose(final=False))
 
@@ -177,7 +177,7 @@ class AutoToolParser(ToolCallParser):
         if self._inner is None:
             events.extend(self._choose(final=True))
         if self._inner is not None:
-            return self._track(events) + self._relay(self._inner.finish())
+            return self._track(events + self._inner.finish())
         events.extend(self._content(self._buffer))
         self._buffer = ""
         events.extend(self._flush_ws())
@@ -197,10 +197,7 @@ class AutoToolParser(ToolCallParser):
             return events
         events = self._content(self._buffer[:at])
         self._held_ws = ""
-        logger.info("tool calls read as %s (the template shows no syntax)", (fmt or "hermes"))
+        logger.info("tool calls read as %s (the template shows no syntax)", fmt or "hermes")
         self._inner = PARSERS[fmt or ToolFormat.HERMES](self._schemas)
         rest, self._buffer = self._buffer[at:], ""
-        return events + self._relay(self._inner.feed(rest), track=False)
-
-    def _relay(self, events: list[ParseEvent], *, track: bool = True) -> list[ParseEvent]:
-        return self._track(events) if track else events
+        return events + self._inner.feed(rest)  # (tracked by the caller)
