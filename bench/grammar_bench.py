@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine.parsing import CALL_SYNTAX, call_schema, tool_format_for_template
+from engine.parsing import CALL_SYNTAX, ToolFormat, call_schema, tool_format_for_template
 from engine.server.grammar_limits import GrammarSize, measure_grammar
 from engine.worker.grammar_probe import compile_once, probe_pipeline
 from engine.worker.messages import OutputConstraint
@@ -145,6 +145,8 @@ def run(quick: bool, cap: float, out: Callable[[str], None], only: str = "") -> 
 
     tokenizer_template = (demo_model_path() / "tokenizer_config.json").read_text("utf-8")
     fmt = tool_format_for_template(json.loads(tokenizer_template).get("chat_template"))
+    if fmt not in CALL_SYNTAX:  # an XML or harmony family: no JSON call grammar to measure
+        fmt = ToolFormat.HERMES
     pipe = probe_pipeline(demo_model_path())
     compile_once(pipe, structured_config(OutputConstraint('{"type": "string"}')).config)  # warm
     out(

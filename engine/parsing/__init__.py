@@ -12,13 +12,21 @@ window share one implementation:
   first, then content and tool calls (``feed``/``finish`` return :data:`ReplyEvent` items).
 * :func:`call_schema` / :data:`CALL_SYNTAX` — what a constrained (``tool_choice``) call
   must look like.
+
+The syntaxes live one module per family in :mod:`engine.parsing.tool_parsers` (typed by
+:class:`ToolFormat`); the reasoning markups in :mod:`engine.parsing.reasoning`
+(:class:`ReasoningFormat`) and :mod:`engine.parsing.harmony_channels`.
 """
 
 from engine.parsing.reasoning import (
     ReasoningDelta,
+    ReasoningFormat,
+    ReasoningParser,
     ReasoningSplitter,
+    reasoning_format_for_template,
     template_supports_reasoning,
 )
+from engine.parsing.reasoning_registry import new_reasoning_parser
 from engine.parsing.reply import ReasoningText, ReplyEvent, ReplyParser
 from engine.parsing.tool_calls import (
     CALL_SYNTAX,
@@ -34,11 +42,13 @@ from engine.parsing.tool_calls import (
     ToolCallEnd,
     ToolCallParser,
     ToolCallStart,
+    ToolFormat,
     call_schema,
     new_tool_call_parser,
     parse_tool_calls,
     tool_format_for_template,
 )
+from engine.parsing.tool_parsers import call_syntax, repaired_calls, tool_schemas
 
 __all__ = [
     "CALL_SYNTAX",
@@ -50,6 +60,8 @@ __all__ = [
     "ContentDelta",
     "ParseEvent",
     "ReasoningDelta",
+    "ReasoningFormat",
+    "ReasoningParser",
     "ReasoningSplitter",
     "ReasoningText",
     "ReplyEvent",
@@ -59,9 +71,15 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallParser",
     "ToolCallStart",
+    "ToolFormat",
     "call_schema",
+    "call_syntax",
+    "new_reasoning_parser",
     "new_tool_call_parser",
     "parse_tool_calls",
+    "reasoning_format_for_template",
+    "repaired_calls",
     "template_supports_reasoning",
     "tool_format_for_template",
+    "tool_schemas",
 ]

@@ -1,6 +1,6 @@
 """One reply, parsed as it streams: reasoning first, then content and tool calls.
 
-Combines :class:`ReasoningSplitter` and a :class:`ToolCallParser` the way every chat API
+Combines a reasoning splitter (:func:`new_reasoning_parser`) and a :class:`ToolCallParser` the way every chat API
 needs them: the thinking block is split off first, and only the answer after it is searched
 for tool calls (a model may think about ``<tool_call>`` without making one).
 
@@ -9,14 +9,18 @@ Not thread-safe: one per request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from engine.parsing.reasoning import ReasoningDelta, ReasoningSplitter
-from engine.parsing.tool_calls import (
+from engine.parsing.reasoning import ReasoningDelta, ReasoningFormat
+from engine.parsing.reasoning_registry import new_reasoning_parser
+from engine.parsing.tool_parsers import (
     ContentDelta,
     ParseEvent,
     ToolCall,
     ToolCallEnd,
+    ToolFormat,
     new_tool_call_parser,
 )
 
@@ -40,17 +44,23 @@ class ReplyParser:
         starts_in_reasoning: the prompt opened a ``<think>`` block (see the engine's
             ``RequestAccepted.opens_reasoning``).
         max_calls: keep at most this many calls (1 for ``parallel_tool_calls: false``).
+        reasoning_format: how the model marks its reasoning (``<think>`` by default).
+        tools: the request's OpenAI tool definitions, which type XML-style parameters.
     """
 
     def __init__(
         self,
         *,
-        tool_format: str | None = None,
+        tool_format: ToolFormat | str | None = None,
         starts_in_reasoning: bool = False,
         max_calls: int | None = None,
+        reasoning_format: ReasoningFormat | str = ReasoningFormat.THINK,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
-        self._reasoning = ReasoningSplitter(starts_in_reasoning=starts_in_reasoning)
-        self._tools = new_tool_call_parser(tool_format) if tool_format else None
+        self._reasoning = new_reasoning_parser(
+            reasoning_format, starts_in_reasoning=starts_in_reasoning
+        )
+        self._tools = new_tool_call_parser(tool_format, tools) if tool_format else None
         self._max_calls = max_calls
         self.reasoning = ""
         self.content = ""

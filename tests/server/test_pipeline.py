@@ -124,6 +124,61 @@ async def test_tool_calls_stream_as_calls_and_finish_with_tool_calls() -> None:
     assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
 
 
+@pytest.mark.parametrize(
+    ("template", "pieces"),
+    [
+        # Mistral's calls complete only when the reply ends: the reason must still say so.
+        ("[AVAILABLE_TOOLS] [TOOL_CALLS]", ['[TOOL_CALLS]get_weather[ARGS]{"city": "Par', 'is"}']),
+        (
+            "[AVAILABLE_TOOLS] [TOOL_CALLS]",
+            ['[TOOL_CALLS][{"name": "get_weather", ', '"arguments": {"city": "Paris"}}]'],
+        ),
+        # gpt-oss: the engine strips the stop token <|call|>, so the call closes at the end.
+        (
+            "<|start|>assistant<|channel|>final<|message|>",
+            [
+                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+                '{"city": "Paris"}',
+            ],
+        ),
+        # Qwen3-Coder XML, left unclosed at the end.
+        (
+            "<tool_call><function=x><parameter=y>",
+            ["<tool_call>\n<function=get_weather>\n", "<parameter=city>\nParis\n"],
+        ),
+    ],
+)
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_calls_completed_at_the_end_finish_with_tool_calls(
+    template: str, pieces: list[str], streamed: bool
+) -> None:
+    engine = FakeEngine(chat_template=template)
+    engine.script(*pieces)
+    if streamed:
+        events = await events_of(Pipeline(engine), chat(tools=[WEATHER]))
+        (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+        assert end.call.arguments_object() == {"city": "Paris"}
+        assert text_of(events, ContentDelta) == ""
+        assert isinstance(events[-1], Done) and events[-1].finish_reason == "tool_calls"
+    else:
+        reply = await Pipeline(engine).collect(chat(tools=[WEATHER]))
+        assert [c.arguments_object() for c in reply.calls] == [{"city": "Paris"}]
+        assert reply.done.finish_reason == "tool_calls"
+
+
+async def test_gpt_oss_plain_answer_comes_back_without_channel_markup() -> None:
+    engine = FakeEngine(chat_template="<|start|>assistant<|channel|>final<|message|>")
+    for request in (chat(), chat(split_reasoning=False)):
+        engine.script(
+            "<|channel|>analysis<|message|>Easy.<|end|>",
+            "<|start|>assistant<|channel|>final<|message|>The capital is Paris.",
+        )
+        events = await events_of(Pipeline(engine), request)
+        assert text_of(events, ContentDelta) == "The capital is Paris."
+        assert text_of(events, ReasoningText) == "Easy."
+        assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
+
+
 async def test_required_and_named_tools_and_schemas_constrain_decoding() -> None:
     engine = FakeEngine(chat_template=HERMES_TEMPLATE)
     pipeline = Pipeline(engine)

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from engine.parsing import repaired_calls
 from engine.server.monitor.record import RequestEntry
 from engine.supervisor.states import READY, EngineStatus, HealthState
 
@@ -133,6 +134,11 @@ class EngineCollector(Collector):
             "sidelight_engine_restarts",
             "Times the engine worker was restarted after it died or hung",
             value=status.restarts,
+        )
+        yield CounterMetricFamily(
+            "sidelight_repaired_tool_calls",
+            "Tool calls returned after repairing the model's markup (process-wide)",
+            value=repaired_calls(),
         )
         labels = ["model", "device"]
         loaded = GaugeMetricFamily("sidelight_model_loaded", "The model loaded", labels=labels)

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.parsing import (
-    CALL_SYNTAX,
     ContentDelta,
+    ReasoningFormat,
     ReplyEvent,
     ReplyParser,
+    ToolFormat,
     call_schema,
+    call_syntax,
+    reasoning_format_for_template,
     template_supports_reasoning,
     tool_format_for_template,
 )
@@ -27,15 +31,20 @@ from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
 from engine.worker.messages import GenerationRequest, OutputConstraint
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Plan:
     """What the engine is asked for, and how its text is read back."""
 
-    tool_format: str | None  # parse tool calls in this syntax (None: tools not in play)
+    tool_format: ToolFormat | None  # parse tool calls in this syntax (None: tools not in play)
     constraint: OutputConstraint | None
     max_calls: int | None  # keep at most this many calls (None: all)
     split_reasoning: bool
+    reasoning_format: ReasoningFormat = ReasoningFormat.THINK
+    # The request's tools (their schemas type XML-style parameter values); () without tools.
+    tools: tuple[dict[str, Any], ...] = field(default=())
 
 
 def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
@@ -53,20 +62,26 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
     calls_tools = bool(request.tools) and choice.mode != "none"
     fmt = tool_format_for_template(chat_template) if calls_tools else None
     max_calls = None if request.parallel_tool_calls else 1
-    if fmt is not None and (choice.mode == "required" or choice.name is not None):
-        syntax = CALL_SYNTAX[fmt]
+    reasoning = reasoning_format_for_template(chat_template)
+    tools = tuple(request.tools) if calls_tools else ()
+    forced = choice.mode == "required" or choice.name is not None
+    syntax = call_syntax(fmt) if fmt is not None and forced else None
+    if fmt is not None and forced and syntax is None:
+        logger.warning("tool_choice forces a call, but %s calls cannot be constrained yet", fmt)
+    if fmt is not None and syntax is not None:
         try:
             schema = call_schema(fmt, request.tools, choice.name)
         except ValueError as exc:  # a dialect let a name through that no tool has
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
         _check_grammar(_parameters(request.tools, choice.name), "tools")
         constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
-        return Plan(fmt, constraint, 1 if choice.name else max_calls, split)
+        return Plan(fmt, constraint, 1 if choice.name else max_calls, split, reasoning, tools)
     if request.response_schema is None:
-        return Plan(fmt, None, max_calls, split)
+        return Plan(fmt, None, max_calls, split, reasoning, tools)
     _check_grammar([request.response_schema], request.schema_param)
     schema_text = json.dumps(request.response_schema)
-    return Plan(fmt, OutputConstraint(schema_text, param=request.schema_param), max_calls, split)
+    constraint = OutputConstraint(schema_text, param=request.schema_param)
+    return Plan(fmt, constraint, max_calls, split, reasoning, tools)
 
 
 def _parameters(tools: list[dict[str, Any]], name: str | None) -> list[Any]:
@@ -144,11 +159,15 @@ class ReplyReader:
 
     def __init__(self, plan: Plan, opens_reasoning: bool) -> None:
         self._parser: ReplyParser | None = None
-        if plan.tool_format is not None or plan.split_reasoning:
+        # Harmony replies are always read: their channel headers are never content.
+        harmony = plan.reasoning_format is ReasoningFormat.HARMONY
+        if plan.tool_format is not None or plan.split_reasoning or harmony:
             self._parser = ReplyParser(
                 tool_format=plan.tool_format,
                 starts_in_reasoning=opens_reasoning and plan.split_reasoning,
                 max_calls=plan.max_calls,
+                reasoning_format=plan.reasoning_format,
+                tools=plan.tools or None,
             )
 
     @property

@@ -228,8 +228,13 @@ class Generation:
                     for parsed in self._reader.feed(event.text):
                         yield parsed
                     continue
+                # The reply is read to its end first: syntaxes that complete a call only
+                # at the end (Mistral's [TOOL_CALLS], a call left unclosed) must count as
+                # called when the finish reason is chosen (reading is pure: on a failure the
+                # tail is simply not sent).
+                tail = self._reader.finish(event.text)
                 reason = self._finish_reason(event)
-                for parsed in self._reader.finish(event.text):
+                for parsed in tail:
                     yield parsed
                 self._done = True
                 done = _done(event, reason)

@@ -1,0 +1,68 @@
+"""Constraining a call (``tool_choice`` forced): what the grammar must produce around the JSON.
+
+Only the families whose call is one ``{"name", "arguments"}`` JSON object between fixed
+markers have a :class:`CallSyntax`; :func:`call_syntax` returns ``None`` for the others (XML
+parameters, harmony headers), whose forced calls are parsed but not constrained yet. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.parsing.tool_parsers.formats import ToolFormat
+
+
+@dataclass(frozen=True)
+class CallSyntax:
+    """How one call is written in a syntax: what the grammar must produce around the JSON."""
+
+    begin: str
+    end: str
+    arguments_key: str
+
+
+CALL_SYNTAX: dict[ToolFormat, CallSyntax] = {
+    ToolFormat.HERMES: CallSyntax("<tool_call>\n", "\n</tool_call>", "arguments"),
+    ToolFormat.LLAMA3: CallSyntax("", "", "parameters"),
+    ToolFormat.MISTRAL: CallSyntax("[TOOL_CALLS][", "]", "arguments"),
+    ToolFormat.NEMOTRON: CallSyntax("<TOOLCALL>[", "]</TOOLCALL>", "arguments"),
+    ToolFormat.GRANITE: CallSyntax("<|tool_call|>[", "]", "arguments"),
+    # No syntax in the template: a forced call is written the Hermes way (AUTO reads it).
+    ToolFormat.AUTO: CallSyntax("<tool_call>\n", "\n</tool_call>", "arguments"),
+}
+
+
+def call_syntax(fmt: ToolFormat | str) -> CallSyntax | None:
+    """How a forced call is written in ``fmt``, or ``None`` when it cannot be constrained."""
+    return CALL_SYNTAX.get(ToolFormat(fmt))
+
+
+def call_schema(
+    fmt: ToolFormat | str, tools: list[dict[str, Any]], name: str | None = None
+) -> dict[str, Any]:
+    """JSON schema of one call object to any of ``tools`` (or only to the one named).
+
+    ``tools`` are OpenAI tool definitions (``{"type": "function", "function": {...}}``).
+    """
+    syntax = call_syntax(fmt)
+    if syntax is None:
+        raise ValueError(f"calls in the {fmt} syntax cannot be constrained")
+    key = syntax.arguments_key
+    options = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        if name is not None and function.get("name") != name:
+            continue
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": function.get("name")}, key: parameters},
+                "required": ["name", key],
+                "additionalProperties": False,
+            }
+        )
+    if not options:
+        raise ValueError(f"no tool named {name!r}" if name else "no tools")
+    return options[0] if len(options) == 1 else {"anyOf": options}
