@@ -18,6 +18,7 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from engine.agents_cli import add_agents_command, run_agents_command
 from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_store_command(settings, args)
     if command == "devices":
         return _devices(args)
+    if command == "agents":
+        return run_agents_command(settings, args)
     if command == "app":
         return _app(settings)
     return _serve(settings, args)
@@ -77,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     devices = sub.add_parser("devices", help="list OpenVINO devices")
     devices.add_argument("--json", action="store_true", help="print JSON")
     add_store_commands(sub)
+    add_agents_command(sub)
     return parser
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from engine.cli import main as cli_main
 from tests.conftest import ROOT
 from tests.server.harness import ServerProcess
 
@@ -46,7 +47,11 @@ def claude_cli() -> str:
 
 
 def run_claude(
-    cli: str, server: ServerProcess, tmp_path: Path, *args: str
+    cli: str,
+    server: ServerProcess,
+    tmp_path: Path,
+    *args: str,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
@@ -60,6 +65,7 @@ def run_claude(
         "ANTHROPIC_MODEL": MODEL,
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **(extra_env or {}),
     }
     return subprocess.run(
         [cli, "-p", "Hello", *args],
@@ -100,3 +106,34 @@ def test_claude_code_shows_that_its_prompt_is_over_the_context(
     assert done.stdout.startswith("Prompt is too long"), done.stdout + done.stderr
     assert "maximum context length is 2048 tokens, but the prompt has" in done.stdout
     assert "Please reduce the length of the messages." in done.stdout
+
+
+def test_told_by_sidelight_agents_claude_code_knows_the_window(
+    claude_cli: str,
+    server: ServerProcess,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 27: without it Claude Code prints "doesn't recognize the model ... assumes a
+    context window of 1m tokens" and sends every prompt. With what ``sidelight agents``
+    prints for the served model, it knows the 2,048-token window: no notice, and a prompt
+    over it is refused by Claude Code itself, before anything is sent."""
+    monkeypatch.setenv("SIDELIGHT_HOME", str(tmp_path / "sidelight-home"))
+    monkeypatch.setenv("SIDELIGHT_PORT", str(server.port))
+    assert cli_main(["agents", "claude"]) == 0
+    exports = [line for line in capsys.readouterr().out.splitlines() if line.startswith("export")]
+    told = dict(line.removeprefix("export ").split("=", 1) for line in exports)
+    assert told["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "2048"
+    assert told["ANTHROPIC_MODEL"] == MODEL
+    for name in ("plain", "told"):
+        (tmp_path / name).mkdir()
+    plain = run_claude(claude_cli, server, tmp_path / "plain", "--bare", "--tools", "")
+    assert "doesn't recognize the model" in plain.stdout + plain.stderr  # the peer's default
+    told_run = run_claude(
+        claude_cli, server, tmp_path / "told", "--bare", "--tools", "", extra_env=told
+    )
+    output = told_run.stdout + told_run.stderr
+    assert "doesn't recognize the model" not in output, output
+    assert told_run.stdout.startswith("Prompt is too long"), output
+    assert "maximum context length" not in output  # Claude Code's own refusal, not ours
