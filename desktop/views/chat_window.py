@@ -627,7 +627,7 @@ class ChatWindow(QWidget):
         if self.busy:
             self.stop()
             return  # the reply ends first; press again for a fresh chat
-        self._show(self.session.new_conversation(self.system_prompt.text()))
+        self._show(self.session.new_conversation())
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -636,12 +636,13 @@ class ChatWindow(QWidget):
         if conversation is None:
             self._sync_history()
             return
-        self.system_prompt.setText(conversation.system_prompt)
         self._show(conversation)
 
     def _show(self, conversation: Conversation) -> None:
+        """Show ``conversation`` with its own settings and system prompt."""
         self.apply(CancelEdit())
         self.session.show(conversation)
+        self.system_prompt.setText(conversation.system_prompt)
         self.transcript.forget_toggles()
         self.notice.dismiss()
         self.status_strip.reset_reply()
@@ -680,7 +681,7 @@ class ChatWindow(QWidget):
 
     def _on_deleted(self, conversation_id: str) -> None:
         if conversation_id == self.conversation.id and not self.busy:
-            self._show(Conversation(system_prompt=self.system_prompt.text()))
+            self._show(self.session.new_conversation())
 
     def _sync_history(self) -> None:
         self.chat_list.refresh(self.conversation.id)
