@@ -3,8 +3,8 @@
 :class:`ThemeManager` picks the scheme (the ``theme`` setting: ``system`` follows the
 desktop through ``QStyleHints.colorScheme()``; a desktop that gives no hint, such as a bare
 X session, gets light), sets the application palette and an application style sheet for the
-few widgets styled by name (the notice bar, error and warning lines), and follows the system
-live through ``colorSchemeChanged``.
+few widgets styled by name (the notice bar, error and warning lines, Qt's own tray balloon)
+and the keyboard's focus ring, and follows the system live through ``colorSchemeChanged``.
 
 Views never write a colour literal: they take :func:`colour` (a ``QColor`` this module
 updates in place when the scheme changes, so module-level constants stay right) or the
@@ -246,6 +246,11 @@ FOCUSABLE = (
 )
 
 
+# The class name of the balloon QSystemTrayIcon.showMessage draws itself when the platform
+# shows no notifications of its own (a private Qt widget, reached by style sheet only).
+BALLOON = "QBalloonTip"
+
+
 def style_sheet_for(colours: ThemeColours) -> str:
     """The application style sheet: widgets styled by name or role property, and the focus
     ring. Fusion's own focus mark (the highlight colour, darkened) is all but invisible on
@@ -253,8 +258,14 @@ def style_sheet_for(colours: ThemeColours) -> str:
     ``focus_ring`` while it has the focus, in both themes."""
     v = colours.values
     focused = ", ".join(f"{name}:focus" for name in FOCUSABLE)
+    tip_base, tip_text = v["tooltip_base"], v["tooltip_text"]
     return (
         f"{focused} {{ border: 2px solid {v['focus_ring']}; border-radius: 3px; }}\n"
+        # Qt's own tray balloon (QBalloonTip: X11 without a notification daemon) paints a
+        # fixed pale yellow while its labels take the theme's text colour: near-white on
+        # yellow in the dark theme. It takes the tooltip colours instead, in both themes.
+        f"{BALLOON} {{ background-color: {tip_base}; color: {tip_text}; }}\n"
+        f"{BALLOON} QLabel {{ color: {tip_text}; background: transparent; }}\n"
         f"#notice {{ background: {v['notice_background']}; border: 1px solid "
         f"{v['notice_border']}; }}\n"
         f"#notice QLabel {{ color: {v['notice_text']}; }}\n"
