@@ -191,6 +191,13 @@ class ReplyJob:
             stop_now = self._stop_requested
         if stop_now:
             generation.cancel()
+        try:
+            async for event in self._read(generation):
+                yield event
+        finally:
+            generation.close()  # left early (the job was dropped): never "running" forever
+
+    async def _read(self, generation: Generation) -> AsyncIterator[ChatEvent]:
         text: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
@@ -238,11 +245,9 @@ class ReplyJob:
 
 async def count_tokens(pipeline: Pipeline, request: GenerateRequest) -> int:
     """The prompt's tokens as the model counts them (the engine's count path: templated and
-    tokenized, nothing generated)."""
-    counting = dataclasses.replace(request, count_only=True, max_tokens=1)
-    generation = await pipeline.start(counting)
-    generation.cancel()
-    return generation.started.prompt_tokens
+    tokenized, nothing generated). It ends as a finished request in the monitor: an
+    attachment's count once stayed "running" there for good (issue 28)."""
+    return await pipeline.count(request)
 
 
 async def count_text_tokens(pipeline: Pipeline, model: str | None, text: str) -> int:

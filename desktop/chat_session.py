@@ -31,6 +31,7 @@ from desktop.chat import (
 from desktop.history import (
     Attachment,
     ChatMessage,
+    ChatSettings,
     Conversation,
     ReplyFigures,
     Role,
@@ -232,8 +233,17 @@ class ChatSession:
     last reply once it has finished (its thinking and calls are still read).
     """
 
-    def __init__(self, conversation: Conversation | None = None) -> None:
-        self.conversation = conversation or Conversation()
+    def __init__(
+        self,
+        conversation: Conversation | None = None,
+        *,
+        defaults: ChatSettings | None = None,
+        system_prompt: str = "",
+    ) -> None:
+        # What a new chat starts from: settings are per chat, never carried from the last.
+        self.defaults = defaults or ChatSettings()
+        self.default_system_prompt = system_prompt
+        self.conversation = conversation or self.new_conversation()
         self.reply: Reply | None = None
         self.editing: int | None = None  # the message whose text is in the message box
         self.dropping = False  # "drop the oldest turns" retries until the message fits
@@ -269,10 +279,11 @@ class ChatSession:
         self.editing = None
         self.last_stats = None
 
-    def new_conversation(self, system_prompt: str) -> Conversation:
-        """A fresh chat with this chat's generation settings (not yet shown)."""
+    def new_conversation(self) -> Conversation:
+        """A fresh chat (not yet shown) on the defaults: its temperature, max tokens,
+        context limit and system prompt are its own, never the chat shown before."""
         return Conversation(
-            system_prompt=system_prompt, settings=dataclasses.replace(self.conversation.settings)
+            system_prompt=self.default_system_prompt, settings=dataclasses.replace(self.defaults)
         )
 
     # ---- sending and the reply -----------------------------------------------------------
@@ -384,6 +395,8 @@ class ChatSession:
         message = ChatMessage(role="assistant", content=reply.content, model=reply.model)
         if done.stats.finish_reason == "cancelled":
             message["stopped"] = True
+        elif done.stats.finish_reason == "length":
+            message["cut_at"] = done.stats.completion_tokens  # shown as "cut at N tokens"
         if done.thinking:
             message["thinking"] = done.thinking
             message["thinking_seconds"] = round(reply.clock.seconds or 0.0, 2)

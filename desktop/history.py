@@ -81,6 +81,7 @@ class ChatMessage(TypedDict):
     content: str
     model: NotRequired[str]  # assistant: the model that wrote the reply
     stopped: NotRequired[bool]  # assistant: the person stopped the reply
+    cut_at: NotRequired[int]  # assistant: cut by max tokens (finish "length") at this many
     failed: NotRequired[bool]  # user: the model refused it, so it is not part of the chat
     dropped: NotRequired[bool]  # dropped from the context: shown, no longer sent
     thinking: NotRequired[str]  # assistant: a reasoning model's thinking before the answer
@@ -210,6 +211,8 @@ def _message(data: dict[str, Any]) -> ChatMessage:
     for flag in ("stopped", "failed", "dropped"):
         if data.get(flag):
             message[flag] = True
+    if data.get("cut_at"):
+        message["cut_at"] = int(data["cut_at"])
     if data.get("thinking"):
         message["thinking"] = str(data["thinking"])
     if data.get("thinking_seconds") is not None:

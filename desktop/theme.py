@@ -3,8 +3,8 @@
 :class:`ThemeManager` picks the scheme (the ``theme`` setting: ``system`` follows the
 desktop through ``QStyleHints.colorScheme()``; a desktop that gives no hint, such as a bare
 X session, gets light), sets the application palette and an application style sheet for the
-few widgets styled by name (the notice bar, error and warning lines), and follows the system
-live through ``colorSchemeChanged``.
+few widgets styled by name (the notice bar, error and warning lines, Qt's own tray balloon)
+and the keyboard's focus ring, and follows the system live through ``colorSchemeChanged``.
 
 Views never write a colour literal: they take :func:`colour` (a ``QColor`` this module
 updates in place when the scheme changes, so module-level constants stay right) or the
@@ -57,6 +57,7 @@ ColourName = Literal[
     "notice_text",
     "memory_line",
     "rate_line",
+    "focus_ring",
 ]
 
 
@@ -98,6 +99,7 @@ LIGHT = ThemeColours(
         "notice_text": "#3b3000",
         "memory_line": "#3d6fb6",
         "rate_line": "#1f7f3f",
+        "focus_ring": "#2f64b8",
     }
 )
 
@@ -129,6 +131,7 @@ DARK = ThemeColours(
         "notice_text": "#f3e6b3",
         "memory_line": "#7fa8e8",
         "rate_line": "#6fcf8f",
+        "focus_ring": "#8ab4f8",
     }
 )
 
@@ -155,6 +158,10 @@ CONTRAST_PAIRS: tuple[tuple[ColourName, ColourName, float], ...] = (
     ("notice_text", "notice_background", 4.5),
     ("memory_line", "base", 3.0),
     ("rate_line", "base", 3.0),
+    # The keyboard's focus ring, a non-text mark: 3:1 (WCAG 1.4.11) on what it sits on.
+    ("focus_ring", "window", 3.0),
+    ("focus_ring", "base", 3.0),
+    ("focus_ring", "button", 3.0),
 )
 
 # The live colours views hold; updated in place by ThemeManager.apply().
@@ -221,10 +228,44 @@ def palette_for(colours: ThemeColours) -> QPalette:
     return palette
 
 
+# The controls Tab reaches; each draws the focus ring while the keyboard is on it.
+FOCUSABLE = (
+    "QPushButton",
+    "QToolButton",
+    "QComboBox",
+    "QLineEdit",
+    "QPlainTextEdit",
+    "QTextEdit",
+    "QSpinBox",
+    "QDoubleSpinBox",
+    "QListView",
+    "QTreeView",
+    "QTableView",
+    "QCheckBox",
+    "QRadioButton",
+)
+
+
+# The class name of the balloon QSystemTrayIcon.showMessage draws itself when the platform
+# shows no notifications of its own (a private Qt widget, reached by style sheet only).
+BALLOON = "QBalloonTip"
+
+
 def style_sheet_for(colours: ThemeColours) -> str:
-    """The application style sheet: only widgets styled by name or role property."""
+    """The application style sheet: widgets styled by name or role property, and the focus
+    ring. Fusion's own focus mark (the highlight colour, darkened) is all but invisible on
+    the dark theme's buttons, so every focusable control gets a 2 px outline of
+    ``focus_ring`` while it has the focus, in both themes."""
     v = colours.values
+    focused = ", ".join(f"{name}:focus" for name in FOCUSABLE)
+    tip_base, tip_text = v["tooltip_base"], v["tooltip_text"]
     return (
+        f"{focused} {{ border: 2px solid {v['focus_ring']}; border-radius: 3px; }}\n"
+        # Qt's own tray balloon (QBalloonTip: X11 without a notification daemon) paints a
+        # fixed pale yellow while its labels take the theme's text colour: near-white on
+        # yellow in the dark theme. It takes the tooltip colours instead, in both themes.
+        f"{BALLOON} {{ background-color: {tip_base}; color: {tip_text}; }}\n"
+        f"{BALLOON} QLabel {{ color: {tip_text}; background: transparent; }}\n"
         f"#notice {{ background: {v['notice_background']}; border: 1px solid "
         f"{v['notice_border']}; }}\n"
         f"#notice QLabel {{ color: {v['notice_text']}; }}\n"

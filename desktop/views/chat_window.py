@@ -17,6 +17,7 @@ Threading: GUI thread only.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -92,9 +93,14 @@ def _keys(sequence: QKeySequence) -> str:
 
 
 class PromptEdit(QPlainTextEdit):
-    """The message box: Enter sends, Shift+Enter starts a new line."""
+    """The message box: Enter sends, Shift+Enter starts a new line; Tab and Shift+Tab move
+    to the next or previous control (a message box that eats Tab traps the keyboard)."""
 
     submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTabChangesFocus(True)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -111,7 +117,8 @@ class ChatWindow(QWidget):
     above it; tool calls arrive as calls (``tool_calls_received``, :attr:`reply_calls`) and
     show as such. Both are kept in the history, never in the reply's text.
 
-    ``escape_hides``: Esc (when no reply runs) hides the window; the app turns it off when
+    ``escape_hides``: Esc first ends an edit in progress, else stops a running reply, and
+    only then hides the window; the app turns it off when
     there is no tray icon to bring it back, and Esc then minimizes. ``closed`` fires when the
     window is closed (not hidden).
 
@@ -199,11 +206,34 @@ class ChatWindow(QWidget):
         layout.addWidget(self.notice)
         layout.addLayout(bottom)
         layout.addWidget(self.status_strip)
+        self._set_tab_order()
         self._sync_send_button()
         self.message_actions = MessageActions(self.session, self.transcript, self)
         self.message_actions.intent.connect(self.apply)
         self.refusals = RefusalView(self)
         self.refusals.intent.connect(self.apply)
+
+    def _set_tab_order(self) -> None:
+        """Tab goes from the message box to its buttons, then the top row, the system
+        prompt and the transcript, and round to the message box (Shift+Tab: backwards)."""
+        chain: list[QWidget] = [
+            self.input,
+            self.send_button,
+            self.attach_button,
+            self.copy_button,
+            self.chats_button,
+            self.chat_list,
+            self.model_picker,
+            self.new_button,
+            self.settings_button,
+            self.menu_button,
+            self.system_prompt,
+            self.transcript,
+        ]
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+        for widget in (self.chats_button, self.settings_button):
+            widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # tool buttons: Tab reaches them
 
     def _build_top(self) -> QHBoxLayout:
         self.chats_button = QToolButton()
@@ -241,7 +271,6 @@ class ChatWindow(QWidget):
     def _build_bottom(self) -> QHBoxLayout:
         self.input = PromptEdit()
         self.input.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
-        self.input.setToolTip(f"Your message ({_keys(FOCUS_KEYS)} comes back here)")
         self.input.setFixedHeight(72)
         self.input.submitted.connect(self.send)
         self.send_button = QPushButton("Send")
@@ -250,6 +279,10 @@ class ChatWindow(QWidget):
         self.copy_button = QPushButton("Copy reply")
         self.copy_button.setToolTip(f"Copy the last reply ({_keys(COPY_KEYS)})")
         self.copy_button.clicked.connect(self.copy_action.trigger)
+        self.input.setToolTip(
+            f"Your message ({_keys(FOCUS_KEYS)} comes back here; Tab moves on, "
+            f"{_keys(STOP_KEYS)} stops a reply)"
+        )
         self.attach_button = QPushButton("Attach…")
         self.attach_button.setToolTip(
             f"Attach a text file ({_keys(ATTACH_KEYS)}); paste code as a file with "
@@ -290,6 +323,9 @@ class ChatWindow(QWidget):
 
     def _build_menu(self) -> QMenu:
         menu = QMenu(self)
+        menu.addAction(self.stop_action)  # the menu shows each entry's shortcut beside it
+        menu.addAction(self.focus_action)
+        menu.addSeparator()
         menu.addAction(self.copy_action)
         menu.addAction(self.new_action)
         menu.addAction(self.settings_action)
@@ -327,7 +363,10 @@ class ChatWindow(QWidget):
             self.closed.emit()
 
     def _on_escape(self) -> None:
-        if self.busy:
+        """Esc undoes the nearest thing first: an edit, then a reply, then the window."""
+        if self.session.editing is not None:
+            self.apply(CancelEdit())
+        elif self.busy:
             self.stop()
         elif self.escape_hides:
             self.hide()
@@ -442,12 +481,16 @@ class ChatWindow(QWidget):
         worker.start()
 
     def _sync_send_button(self) -> None:
+        self.stop_action.setEnabled(self.busy)
         if self.busy:
             self.send_button.setText("Stop")
             self.send_button.setToolTip(f"Stop the reply (Esc or {_keys(STOP_KEYS)})")
         else:
             self.send_button.setText("Send")
-            self.send_button.setToolTip("Send the message (Enter)")
+            self.send_button.setToolTip(
+                f"Send the message (Enter); while a reply runs, this button stops it "
+                f"(Esc or {_keys(STOP_KEYS)})"
+            )
 
     def _on_event(self, event: ChatEvent) -> None:
         update = self.session.apply(event)
@@ -584,7 +627,7 @@ class ChatWindow(QWidget):
         if self.busy:
             self.stop()
             return  # the reply ends first; press again for a fresh chat
-        self._show(self.session.new_conversation(self.system_prompt.text()))
+        self._show(self.session.new_conversation())
         self.input.setFocus()
 
     def open_conversation(self, conversation_id: str) -> None:
@@ -593,12 +636,13 @@ class ChatWindow(QWidget):
         if conversation is None:
             self._sync_history()
             return
-        self.system_prompt.setText(conversation.system_prompt)
         self._show(conversation)
 
     def _show(self, conversation: Conversation) -> None:
+        """Show ``conversation`` with its own settings and system prompt."""
         self.apply(CancelEdit())
         self.session.show(conversation)
+        self.system_prompt.setText(conversation.system_prompt)
         self.transcript.forget_toggles()
         self.notice.dismiss()
         self.status_strip.reset_reply()
@@ -637,7 +681,7 @@ class ChatWindow(QWidget):
 
     def _on_deleted(self, conversation_id: str) -> None:
         if conversation_id == self.conversation.id and not self.busy:
-            self._show(Conversation(system_prompt=self.system_prompt.text()))
+            self._show(self.session.new_conversation())
 
     def _sync_history(self) -> None:
         self.chat_list.refresh(self.conversation.id)

@@ -60,6 +60,11 @@ class Pending:
     thinking_seconds: float | None = None
 
 
+def cut_marker(tokens: int) -> str:
+    """Under a reply the chat's max tokens cut (finish reason ``length``)."""
+    return f"(cut at {tokens} tokens: the chat's max tokens; raise it in Chat settings)"
+
+
 def thinking_label(seconds: float | None) -> str:
     """The thinking header: "Thinking…" while it streams, then how long it took."""
     if seconds is None:
@@ -199,6 +204,10 @@ def _message(
         if message.get("stopped", False):
             # After a thinking header or a box, the cursor already stands on a new line.
             _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+        cut_at = message.get("cut_at")
+        if cut_at:
+            new_block = cursor.block().length() > 1  # on a line of its own, under the reply
+            _text(cursor, cut_marker(cut_at), colour=DIM, italic=True, new_block=new_block)
         figures = message.get("figures")
         if figures is not None:
             quiet = _char(colour=DIM)

@@ -15,9 +15,10 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
+from desktop.history import ChatSettings
 from desktop.views.chat_settings import PRESETS, ChatSettingsDialog
 from desktop.views.chat_window import ChatWindow
-from desktop.views.transcript import DROPPED_NOTE
+from desktop.views.transcript import DROPPED_NOTE, cut_marker
 from engine.models import DEMO_MODEL_ID
 from tests.conftest import dialogue
 from tests.desktop.test_windows import ready_chat
@@ -281,3 +282,49 @@ def test_attach_a_text_file_and_pasted_code(
     picked[0] = str(big)
     qtbot.keyClick(window.input, Qt.Key.Key_O, CTRL)
     assert "files up to 256.0 KB" in window.notice.text and attached.items == []
+
+
+def test_settings_are_per_chat_and_a_cut_reply_is_marked(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28: a new chat started with the last chat's max tokens, temperature and system
+    prompt, and a reply cut by max tokens looked finished."""
+    window = active_chat(qtbot, desktop)
+
+    def choose(dialog: ChatSettingsDialog) -> None:
+        dialog.max_tokens.setFocus()
+        dialog.max_tokens.selectAll()
+        qtbot.keyClicks(dialog.max_tokens, "5")
+        dialog.temperature.setFocus()
+        dialog.temperature.selectAll()
+        qtbot.keyClicks(dialog.temperature, "0.0")
+        index = dialog.preset.findText("Concise")
+        dialog.preset.setCurrentIndex(index)
+        dialog.preset.activated.emit(index)
+
+    _in_dialog(qtbot, choose)
+    qtbot.keyClick(window.input, Qt.Key.Key_Comma, CTRL)
+    first = window.conversation
+    chosen = first.settings
+    assert (chosen.max_tokens, chosen.temperature) == (5, 0.0)
+    with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
+        type_and_send(qtbot, window, "Hello")
+    assert finished.args[0].finish_reason == "length"
+    assert window.conversation.messages[-1].get("cut_at") == 5
+    assert cut_marker(5) in window.transcript.toPlainText()
+    assert "cut at" not in (window.last_reply or "")  # a marker, never the reply's text
+
+    window.activateWindow()  # the offscreen platform leaves the closed dialog active
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window.input, Qt.Key.Key_N, CTRL)
+    assert window.conversation is not first
+    assert window.conversation.settings == ChatSettings()
+    assert window.conversation.system_prompt == "" and window.system_prompt.text() == ""
+    with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
+        type_and_send(qtbot, window, "Hello")
+    assert finished.args[0].finish_reason == "stop"
+    assert finished.args[0].completion_tokens > 5
+    assert "cut at" not in window.transcript.toPlainText()
+
+    window.open_conversation(first.id)  # the older chat comes back with its own settings
+    assert window.conversation.settings == chosen
+    assert window.system_prompt.text() == PRESETS["Concise"]
+    assert cut_marker(5) in window.transcript.toPlainText()  # kept in the history

@@ -248,18 +248,25 @@ def test_drop_oldest_retries_until_the_message_fits() -> None:
     assert two.drop_oldest(turns=5) == Dropped(2, None) and not two.dropping
 
 
-def test_a_new_conversation_keeps_the_settings_and_showing_one_resets_the_figures() -> None:
+def test_a_new_conversation_starts_from_the_defaults_and_showing_one_resets_the_figures() -> None:
+    """Settings are per chat (issue 28): a new chat never inherits the one shown."""
     session = chat(("Hello", "Hi"))
-    session.conversation.settings = ChatSettings(max_tokens=7)
+    session.conversation.settings = ChatSettings(max_tokens=7, temperature=0.2)
+    session.conversation.system_prompt = "Be brief."
     answer(session, "a", "b")
     assert session.last_stats is not None
-    fresh = session.new_conversation("Be brief.")
-    assert fresh.system_prompt == "Be brief." and fresh.messages == []
-    assert fresh.settings == ChatSettings(max_tokens=7)
-    assert fresh.settings is not session.conversation.settings
+    fresh = session.new_conversation()
+    assert fresh.system_prompt == "" and fresh.messages == []
+    assert fresh.settings == ChatSettings()
+    defaults = ChatSettings(temperature=0.5)
+    preset = ChatSession(defaults=defaults, system_prompt="Answer in French.")
+    assert preset.conversation.settings == defaults
+    assert preset.conversation.settings is not defaults  # a chat's changes stay its own
+    assert preset.new_conversation().system_prompt == "Answer in French."
     session.begin_edit(0)
     session.show(fresh)
     assert session.conversation is fresh
+    assert session.reply_options(ChatOptions()).max_tokens is None
     assert session.last_stats is None and session.editing is None
     assert session.last_reply is None and session.last_index("user") is None
 
@@ -268,3 +275,16 @@ def test_a_session_can_start_on_a_saved_conversation() -> None:
     saved = Conversation(messages=[ChatMessage(role="user", content="Hi")])
     assert ChatSession(saved).conversation is saved
     assert ChatSession().messages == []
+
+
+def test_a_reply_cut_by_max_tokens_is_marked_with_its_tokens() -> None:
+    session = ChatSession()
+    session.send(ChatMessage(role="user", content="Count"))
+    session.start_reply("m")
+    session.apply(ReplyDelta(text="one two", tokens=5))
+    stats = ReplyStats(5, 10.0, 0.1, "length")
+    session.apply(ReplyDone(stats, "one two", "", ()))
+    session.finish()
+    reply = session.messages[-1]
+    assert reply.get("cut_at") == 5 and reply["content"] == "one two"
+    assert "stopped" not in reply

@@ -154,8 +154,8 @@ def test_history_is_kept_on_disk_and_reopens(
     qtbot: QtBot, desktop: DesktopApp, dialogues: dict[str, Any]
 ) -> None:
     window = desktop.chat
-    window.system_prompt.setText("You are a helpful assistant.")
     window.new_chat()
+    qtbot.keyClicks(window.system_prompt, "You are a helpful assistant.")  # this chat's own
     with qtbot.waitSignal(window.reply_finished, timeout=30000):
         window.send("Hello")
     first = window.conversation
@@ -163,7 +163,7 @@ def test_history_is_kept_on_disk_and_reopens(
     assert window.last_reply == dialogue(dialogues, "hello-system")["reply"]
 
     window.new_chat()
-    assert window.conversation.messages == []
+    assert window.conversation.messages == [] and window.system_prompt.text() == ""
     saved = desktop.history.list()
     assert [c.id for c in saved] == [first.id]
     assert window.chat_list.titles() == ["Hello"]
@@ -174,6 +174,7 @@ def test_history_is_kept_on_disk_and_reopens(
     rect = window.chat_list.list.visualItemRect(item)
     qtbot.mouseClick(window.chat_list.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.conversation.id == first.id
+    assert window.system_prompt.text() == "You are a helpful assistant."  # its own, back
     assert "Hello! I am the Sidelight demo model" in window.transcript.toPlainText()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -132,3 +134,39 @@ def test_without_a_tray_the_chat_menu_opens_it(qtbot: QtBot, desktop: DesktopApp
     menu = desktop.chat.menu_button.menu()
     next(a for a in menu.actions() if a.text() == "Requests…").trigger()
     assert desktop.requests_window.isVisible()
+
+
+def test_attaching_a_file_leaves_no_running_request(
+    qtbot: QtBot, desktop: DesktopApp, tmp_path: Path
+) -> None:
+    """Issue 28: an attachment's token count stayed "running…" in the window and the API,
+    its duration climbing for good. It is one finished request now."""
+    chat = desktop.chat
+    menu = chat.menu_button.menu()
+    next(a for a in menu.actions() if a.text() == "Requests…").trigger()
+    window = desktop.requests_window
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The river is long.\nIt runs to the sea.\n", encoding="utf-8")
+    attached = chat.pending_attachments
+    attached.add_file(notes)
+    qtbot.waitUntil(lambda: attached.counting == 0, timeout=15000)
+    tokens = attached.items[0]["tokens"]
+    assert tokens > 0
+
+    log = desktop.controller.monitor.log
+    assert log.running() == []
+    qtbot.waitUntil(lambda: len(row_texts(window)) == 1, timeout=5000)
+    [row] = row_texts(window)
+    assert row["Status"] == "200 ok" and row["Route"] == "in-process"
+    assert int(row["Prompt"]) == tokens
+
+    url = f"{desktop.controller.server_url}/api/sidelight/requests"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        listed = json.loads(answer.read())
+    assert listed["running"] == []
+    [entry] = listed["data"]
+    assert (entry["outcome"], entry["prompt_tokens"], entry["generated_tokens"]) == (
+        "ok",
+        tokens,
+        0,
+    )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor
+from PySide6.QtWidgets import QApplication, QGridLayout, QLabel, QPushButton, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop import theme
@@ -46,6 +47,55 @@ def test_every_text_colour_is_readable_on_its_background(scheme: str) -> None:
     role = QPalette.ColorRole
     for fg, bg in ((role.Text, role.Base), (role.WindowText, role.Window)):
         assert contrast_ratio(palette.color(fg), palette.color(bg)) >= 7.0
+
+
+class QBalloonTip(QWidget):
+    """A stand-in for Qt's private tray balloon (``QBalloonTip`` in qsystemtrayicon.cpp),
+    built as Qt builds it: a tooltip window, a bold title, a close button and the message,
+    then its fixed palette (window ``#ffffe1``, text black). Qt cannot be made to show the
+    real one offscreen (no tray); style sheets match it by this class name, as they match
+    Qt's own."""
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__(None, Qt.WindowType.ToolTip)
+        self.title = QLabel(title)
+        bold = self.title.font()
+        bold.setBold(True)
+        self.title.setFont(bold)
+        self.message = QLabel(message)
+        layout = QGridLayout(self)
+        layout.addWidget(self.title, 0, 0, 1, 2)
+        layout.addWidget(QPushButton(), 0, 2)
+        layout.addWidget(self.message, 1, 0, 1, 3)
+        palette = self.palette()
+        palette.setColor(QPalette.ColorRole.Window, QColor(0xFF, 0xFF, 0xE1))
+        palette.setColor(QPalette.ColorRole.WindowText, QColor("black"))
+        self.setPalette(palette)
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_the_tray_balloon_is_readable_in_both_themes(qtbot: QtBot, scheme: str) -> None:
+    """Issue 28: in the dark theme the tray's notifications were near-white text on a pale
+    yellow balloon (1.2:1). The balloon takes the tooltip colours of the theme."""
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    theme.ThemeManager(scheme).apply()  # type: ignore[arg-type]
+    colours = SCHEMES[scheme]  # type: ignore[index]
+    palette = app.palette()
+    role = QPalette.ColorRole
+    assert palette.color(role.ToolTipBase) == colours.qcolor("tooltip_base")
+    assert palette.color(role.ToolTipText) == colours.qcolor("tooltip_text")
+
+    balloon = QBalloonTip("Model loaded", "qwen2.5 is ready on CPU")
+    qtbot.addWidget(balloon)
+    balloon.sizeHint()  # what Qt's balloon() does before it paints its background
+    balloon.show()
+    background = balloon.palette().color(role.Window)
+    assert background == palette.color(role.ToolTipBase)
+    for label in (balloon.title, balloon.message):
+        text = label.palette().color(role.WindowText)
+        assert text == palette.color(role.ToolTipText)
+        assert contrast_ratio(text, background) >= 4.5
 
 
 def test_wcag_contrast_matches_the_reference_values() -> None:

@@ -9,6 +9,7 @@ end-to-end tests run the real pipeline on real models.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -122,6 +123,14 @@ class ScriptedPipeline:
         generation = ScriptedGeneration(Started(self.model, self.prompt_tokens), script)
         self.generations.append(generation)
         return generation
+
+    async def count(self, request: GenerateRequest) -> int:
+        """As :meth:`engine.server.pipeline.Pipeline.count`: the prompt's tokens alone."""
+        counting = dataclasses.replace(request, count_only=True, max_tokens=1)
+        generation = await self.start(counting)
+        async for _event in generation:
+            pass
+        return generation.started.prompt_tokens
 
     async def collect(self, request: GenerateRequest) -> Reply:
         generation = await self.start(request)

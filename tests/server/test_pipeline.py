@@ -386,3 +386,25 @@ def test_tool_call_arguments_reach_the_template_as_objects_from_every_dialect() 
     arguments = [m["tool_calls"][0]["function"]["arguments"] for m in ready[1:]]
     assert arguments == [{"a": 1}, {"a": 1}, {}, "not json"]
     assert messages[1]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'  # not mutated
+
+
+async def test_a_count_ends_finished_and_an_unread_generation_ends_when_closed() -> None:
+    """Issue 28: an attachment's token count stayed "running" in the request log for good
+    (started, cancelled, never read to its end). Every tracked request ends."""
+    engine = FakeEngine()
+    pipeline = Pipeline(engine)
+    log = pipeline.monitor.log
+    engine.script()  # a count_only request: accepted, then finished with nothing generated
+    assert await pipeline.count(chat(dialect="desktop")) == 7
+    assert engine.submitted[-1].count_only and log.running() == []
+    counted = log.entries()[-1]
+    assert (counted.outcome, counted.status, counted.prompt_tokens) == ("ok", 200, 7)
+    assert counted.generated_tokens == 0
+
+    engine.script("one", " two", hold_after=1)
+    generation = await pipeline.start(chat(dialect="desktop"))
+    assert len(log.running()) == 1  # started, not read yet
+    generation.close()
+    generation.close()  # harmless twice
+    assert log.running() == [] and engine.streams[-1].cancelled
+    assert [e.outcome for e in log.entries()] == ["ok", "cancelled"]

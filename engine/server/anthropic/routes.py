@@ -15,7 +15,6 @@ Runs on the server's event loop; the engine is reached only through the pipeline
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -46,6 +45,8 @@ class PipelineLike(Protocol):
 
     async def collect(self, request: GenerateRequest) -> Reply: ...
 
+    async def count(self, request: GenerateRequest) -> int: ...
+
 
 def _error_body(
     status: int, message: str, *, param: str | None, code: str | None
@@ -74,13 +75,12 @@ def anthropic_routes(pipeline: PipelineLike) -> list[Route]:
 
     async def count_tokens(request: Request) -> Response:
         body = await parse(request, protocol.CountTokensRequest)
-        # max_tokens 1: were count_only ignored, the cost would be one token.
-        generate = dataclasses.replace(
-            translate.generate_request(body), count_only=True, max_tokens=1
+        # The pipeline's count path: read to its end, so the log shows it finished (200),
+        # not cancelled.
+        tokens = await unless_disconnected(
+            request, pipeline.count(translate.generate_request(body))
         )
-        generation = await unless_disconnected(request, pipeline.start(generate))
-        generation.cancel()
-        return JSONResponse({"input_tokens": generation.started.prompt_tokens})
+        return JSONResponse({"input_tokens": tokens})
 
     return [
         Route("/v1/messages", _anthropic_errors(messages), methods=["POST"]),

@@ -9,6 +9,7 @@ thread); only :meth:`Generation.cancel` may be called from another thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncGenerator
 
@@ -148,6 +149,24 @@ class Pipeline:
             stream, started, plan, accepted.opens_reasoning, request.logprobs, tracker
         )
 
+    async def count(self, request: GenerateRequest) -> int:
+        """The prompt's tokens as the model counts them: templated and tokenized, nothing
+        generated (``count_only``). The count is a request of its own in the monitor, and
+        it ends there as finished (or failed), never left running: the engine's answer
+        (accepted, then finished at once) is read to its end.
+
+        Raises:
+            APIError: as :meth:`start`.
+        """
+        counting = dataclasses.replace(request, count_only=True, max_tokens=1)
+        generation = await self.start(counting)
+        try:
+            async for _event in generation:
+                pass  # a count_only request finishes at once: Done, with nothing generated
+        finally:
+            generation.close()
+        return generation.started.prompt_tokens
+
     async def collect(self, request: GenerateRequest) -> Reply:
         """The whole answer, parsed.
 
@@ -187,7 +206,9 @@ class Generation:
     (one before each engine step's events, empty when the step had none), and a final
     :class:`Done`. An engine failure mid-stream raises :class:`APIError` (503,
     ``engine_error``). Leaving the iteration early cancels the request in the engine.
-    Iterate once. How it ended is reported to ``tracker`` (the request monitor).
+    Iterate once. How it ended is reported to ``tracker`` (the request monitor): a
+    consumer that may leave without iterating (or stop before the end) calls :meth:`close`,
+    so the request never stays "running" in the monitor.
     """
 
     def __init__(
@@ -213,6 +234,16 @@ class Generation:
         then ``Done`` with ``finish_reason="cancelled"``."""
         self._cancel_requested = True
         self._stream.cancel()
+
+    def close(self) -> None:
+        """End the request if it has not ended: cancelled in the engine and in the monitor
+        (a generation never iterated, or left early). Harmless after the end.
+
+        Threading: the loop running the generation (the tracker is that loop's)."""
+        if not self._done:
+            self._done = True
+            self._stream.cancel()
+            self._tracker.cancelled()  # the first end counts: after Done or a failure, nothing
 
     def __aiter__(self) -> AsyncGenerator[PipelineEvent, None]:
         return self._events()
