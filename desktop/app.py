@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon, QWidget
 from desktop.autostart import Autostart, for_platform
 from desktop.chat import ChatOptions
 from desktop.controller import Controller
+from desktop.gui_gc import collect_on_gui_thread
 from desktop.history import ChatHistory
 from desktop.icons import icon
 from desktop.instance import SingleInstance, instance_name
@@ -244,6 +245,7 @@ def run(settings: Settings) -> int:
     app.setApplicationDisplayName("Sidelight")
     app.setWindowIcon(icon(""))
     app.setQuitOnLastWindowClosed(False)
+    collector = collect_on_gui_thread(app)
     guard = SingleInstance(instance_name(settings.paths.config_dir))
     if guard.notify_running():
         logger.info("Sidelight is already running; brought its chat window forward")
@@ -258,4 +260,5 @@ def run(settings: Settings) -> int:
     wake.stop()
     desktop.shutdown()
     guard.close()
+    collector.stop()
     return int(code)

@@ -3,11 +3,18 @@
 Discovery asks OpenVINO's ``Core`` for each device's full name, type and, where the device
 reports it, memory. Any property a plugin does not support is left empty rather than failing:
 an NPU driver that answers nothing about memory still shows up as a usable device.
+
+Threading: one ``Core`` serves every caller, under a lock. A new ``Core`` per call loads
+each device plugin's library again (and its drivers: OpenCL for the GPU plugin) and unloads
+it when the ``Core`` goes; done on a pool thread while Qt's event loop ran, that crashed the
+tray app's process now and then (a segfault on the GUI thread, seen in the desktop tests).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,11 +49,26 @@ class DeviceInfo:
         return f"{self.name}: {self.full_name}{suffix}"
 
 
-def discover_devices(core: Any | None = None) -> list[DeviceInfo]:
-    """List available devices; never raises for a single misbehaving plugin."""
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _shared_core() -> Any:
+    """The process's one discovery ``Core`` (call with :data:`_LOCK` held)."""
     import openvino as ov
 
-    core = core or ov.Core()
+    return ov.Core()
+
+
+def discover_devices(core: Any | None = None) -> list[DeviceInfo]:
+    """List available devices; never raises for a single misbehaving plugin. Any thread."""
+    if core is None:
+        with _LOCK:
+            return _discover(_shared_core())
+    return _discover(core)
+
+
+def _discover(core: Any) -> list[DeviceInfo]:
     devices = []
     for name in core.available_devices:
         try:
@@ -64,9 +86,8 @@ def describe(name: str, core: Any | None = None) -> DeviceInfo | None:
     once per device (:func:`engine.supervisor.budget.device_info`).
     """
     if core is None:
-        import openvino as ov
-
-        core = ov.Core()
+        with _LOCK:
+            return describe(name, _shared_core())
     try:
         return _describe(core, name)
     except Exception:

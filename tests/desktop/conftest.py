@@ -8,6 +8,7 @@ each test gets its own Sidelight home, settings, controller and windows on top o
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -21,11 +22,13 @@ os.environ.setdefault(
 from collections.abc import Callable, Iterator
 
 import pytest
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
 from desktop.autostart import XdgAutostart
 from desktop.chat import ChatOptions
+from desktop.gui_gc import collect_on_gui_thread
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, spec_from_path
 from engine.resources import demo_model_path
@@ -39,6 +42,18 @@ GREEDY = ChatOptions(sampling=SamplingParams(temperature=0))
 LONG_REPLY = ChatOptions(
     max_tokens=1800, sampling=SamplingParams(temperature=1.0, seed=7, ignore_eos=True)
 )
+
+
+@pytest.fixture(scope="package", autouse=True)
+def gui_thread_gc(qapp: QApplication) -> Iterator[None]:
+    """As the app runs (desktop/gui_gc.py): Python's collector only on the GUI thread, so a
+    window left in a cycle by one test is never freed on an engine or pool thread while Qt
+    dispatches its timers (that segfaulted test_settings_dialog.py now and then)."""
+    timer = collect_on_gui_thread()
+    yield
+    timer.stop()
+    gc.enable()
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
