@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
+from engine.worker.jinja_template import TemplateRefused, render_chat
 from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, OutputConstraint, RejectCode
 
@@ -192,12 +193,21 @@ def _prompt_text(
                 tools=request.tools or None,
                 extra_context=request.chat_template_kwargs or None,
             )
-        except Exception as exc:
-            raise RequestError(
-                "invalid_request",
-                f"the model's chat template rejected the messages: {short_error(exc)}",
-                "messages",
-            ) from exc
+        except Exception as exc:  # GenAI's renderer lacks some Jinja: transformers' rules
+            try:
+                text = render_chat(
+                    tokenizer,
+                    request.messages,
+                    tools=request.tools or None,
+                    extra_context=request.chat_template_kwargs or None,
+                    genai_error=exc,
+                )
+            except TemplateRefused as refused:
+                raise RequestError(
+                    "invalid_request",
+                    f"the model's chat template rejected the messages: {refused}",
+                    "messages",
+                ) from exc
         return str(text), False
     prompt = request.prompt or ""
     if request.suffix is None:
