@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import re
 
-from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem
 from engine.parsing.tool_parsers.formats import ToolFormat
-from engine.parsing.tool_parsers.minimax_m2 import invoke_items
-from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call
+from engine.parsing.tool_parsers.minimax_m2 import InvokeToolParser
+from engine.parsing.tool_parsers.xml_params import XMLSpelling
 
 DSML = "｜DSML｜"
 BEGIN, END = f"<{DSML}function_calls>", f"</{DSML}function_calls>"
@@ -31,13 +30,9 @@ SPELLING = XMLSpelling(
 )
 
 
-class DeepSeekDSMLToolParser(MarkupToolParser):
+class DeepSeekDSMLToolParser(InvokeToolParser):
     format = ToolFormat.DEEPSEEK_DSML
     begins = (BEGIN,)
     ends = (END,)
-
-    def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
-        return invoke_items(self, region, final, SPELLING, (BEGIN, END, INVOKE, INVOKE_END))
-
-    def _open_args(self, rest: str) -> tuple[str, str] | None:
-        return open_call(rest, (INVOKE, INVOKE_END), SPELLING, self._schemas, self.ends)
+    spelling = SPELLING
+    invoke = (INVOKE, INVOKE_END)

@@ -40,13 +40,22 @@ def invoke_items(
     return items, used
 
 
-class MiniMaxM2ToolParser(MarkupToolParser):
+class InvokeToolParser(MarkupToolParser):
+    """``<invoke name="NAME">`` calls in a block; a family sets its block and invoke tags
+    and its parameter spelling (MiniMax-M2 here, DeepSeek V3.2's DSML)."""
+
+    spelling: XMLSpelling = SPELLING
+    invoke: tuple[str, str] = (INVOKE, INVOKE_END)
+
+    def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
+        tags = (self.begins[0], self.ends[0], *self.invoke)
+        return invoke_items(self, region, final, self.spelling, tags)
+
+    def _open_args(self, rest: str) -> tuple[str, str] | None:
+        return open_call(rest, self.invoke, self.spelling, self._schemas, self.ends)
+
+
+class MiniMaxM2ToolParser(InvokeToolParser):
     format = ToolFormat.MINIMAX_M2
     begins = (BEGIN,)
     ends = (END,)
-
-    def _split(self, region: str, final: bool) -> tuple[list[RegionItem], int]:
-        return invoke_items(self, region, final, SPELLING, (BEGIN, END, INVOKE, INVOKE_END))
-
-    def _open_args(self, rest: str) -> tuple[str, str] | None:
-        return open_call(rest, (INVOKE, INVOKE_END), SPELLING, self._schemas, self.ends)
