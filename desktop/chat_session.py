@@ -115,8 +115,9 @@ Intent = (
 
 ReplyState = Literal["streaming", "answered", "failed"]
 # What the refusal notice offers: the chat outgrew the context (drop turns or start anew), the
-# message alone is too long, or the model did not answer for another reason (try again).
-RefusalKind = Literal["outgrew", "too_long", "not_answered"]
+# message alone is too long, the model did not answer for another reason (try again), or it
+# failed part way through a reply (kept as far as it came; answer again).
+RefusalKind = Literal["outgrew", "too_long", "not_answered", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Reply:
     chunks: int = 0  # deltas received
     finished: ReplyDone | None = None
     refusal: Refusal | None = None
+    interrupted: bool = False  # failed after text had streamed: kept as an answer so far
     state: ReplyState = "streaming"
     stop_requested: bool = False
     rate: LiveRate = field(default_factory=LiveRate)
@@ -193,6 +195,7 @@ class Finished:
     refusal: Refusal | None = None
     notice: RefusalKind | None = None
     keep_dropping: bool = False
+    reply_index: int | None = None  # an interrupted reply's place (to answer it again)
 
 
 @dataclass(frozen=True)
@@ -347,10 +350,28 @@ class ChatSession:
         return ReplyUpdate(ended=True, calls=event.calls)
 
     def fail(self, error: object) -> Refusal:
-        """The model refused the message (or failed before finishing): the message is marked
-        not sent, an error entry follows it, and neither reaches the model again."""
+        """The model refused the message (or failed before answering anything): the message
+        is marked not sent, an error entry follows it, and neither reaches the model again.
+
+        A reply that had already streamed text when it failed (the engine crashed mid-reply)
+        was sent and partly answered: the message stays sent, the partial answer is kept,
+        marked ``interrupted``, and the error entry follows it."""
         message = error_text(error) if isinstance(error, BaseException) else str(error)
         refusal = Refusal(message, error.code if isinstance(error, APIError) else None)
+        reply = self.reply
+        if reply is not None and reply.state == "streaming" and (reply.content or reply.reasoning):
+            reply.clock.stop()
+            partial = ChatMessage(
+                role="assistant", content=reply.content, model=reply.model, interrupted=True
+            )
+            if reply.reasoning:
+                partial["thinking"] = reply.reasoning
+            self.messages.append(partial)
+            self.conversation.model = reply.model
+            self.messages.append(ChatMessage(role="error", content=message))
+            reply.refusal = refusal
+            reply.interrupted = True
+            return refusal
         for entry in reversed(self.messages):
             if entry["role"] == "user":
                 entry["failed"] = True
@@ -386,6 +407,9 @@ class ChatSession:
         if refusal.code == CONTEXT_EXCEEDED and self.dropping and older_turns:
             return Finished(stats, refusal, keep_dropping=True)
         self.dropping = False
+        if reply.interrupted:
+            index = max(i for i, m in enumerate(self.messages) if m["role"] == "assistant")
+            return Finished(stats, refusal, "interrupted", reply_index=index)
         kind: RefusalKind = "not_answered"
         if refusal.code == CONTEXT_EXCEEDED:
             kind = "outgrew" if older_turns else "too_long"

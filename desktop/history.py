@@ -81,6 +81,7 @@ class ChatMessage(TypedDict):
     content: str
     model: NotRequired[str]  # assistant: the model that wrote the reply
     stopped: NotRequired[bool]  # assistant: the person stopped the reply
+    interrupted: NotRequired[bool]  # assistant: the engine failed part way; kept as it came
     cut_at: NotRequired[int]  # assistant: cut by max tokens (finish "length") at this many
     failed: NotRequired[bool]  # user: the model refused it, so it is not part of the chat
     dropped: NotRequired[bool]  # dropped from the context: shown, no longer sent
@@ -208,7 +209,7 @@ def _message(data: dict[str, Any]) -> ChatMessage:
     message = ChatMessage(role=role, content=str(data["content"]))
     if data.get("model"):
         message["model"] = str(data["model"])
-    for flag in ("stopped", "failed", "dropped"):
+    for flag in ("stopped", "interrupted", "failed", "dropped"):
         if data.get(flag):
             message[flag] = True
     if data.get("cut_at"):

@@ -529,7 +529,9 @@ class ChatWindow(QWidget):
             self.apply(DropOldest())  # retrying with fewer turns: the reply has not finished
             return
         if finished.refusal is not None and finished.notice is not None:
-            self.notice.show_notice(*self.refusals.notice(finished.refusal, finished.notice))
+            self.notice.show_notice(
+                *self.refusals.notice(finished.refusal, finished.notice, finished.reply_index)
+            )
             # The notice takes room from the transcript: keep the refused message in view.
             QTimer.singleShot(0, self.transcript.scroll_to_end)
         self.reply_finished.emit(stats)

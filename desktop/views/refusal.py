@@ -18,6 +18,7 @@ from desktop.chat_session import (
     NewChat,
     Refusal,
     RefusalKind,
+    Regenerate,
     RemoveFailed,
     Retry,
 )
@@ -29,8 +30,11 @@ class RefusalView(QObject):
 
     intent = Signal(object)
 
-    def notice(self, refusal: Refusal, kind: RefusalKind) -> tuple[str, list[NoticeAction]]:
-        """The notice's text and buttons for ``refusal`` (``kind``: what can be done)."""
+    def notice(
+        self, refusal: Refusal, kind: RefusalKind, reply_index: int | None = None
+    ) -> tuple[str, list[NoticeAction]]:
+        """The notice's text and buttons for ``refusal`` (``kind``: what can be done;
+        ``reply_index``: an interrupted reply's place in the chat)."""
         edit = self._action(
             "Edit message", EditFailed(), "Take the message back into the message box"
         )
@@ -57,6 +61,16 @@ class RefusalView(QObject):
                 "into parts.",
                 [edit, remove],
             )
+        if kind == "interrupted":
+            text = f"The reply was cut off: {refusal.message}. What it wrote so far is kept."
+            if reply_index is None:
+                return text, []
+            again = self._action(
+                "Answer again",
+                Regenerate(reply_index),
+                "Replace the cut-off reply with a new one",
+            )
+            return text, [again]
         retry = self._action("Try again", Retry(), "Send the message again")
         return f"The model did not answer: {refusal.message}", [retry, edit, remove]
 

@@ -204,6 +204,14 @@ def _message(
         if message.get("stopped", False):
             # After a thinking header or a box, the cursor already stands on a new line.
             _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+        if message.get("interrupted", False):
+            _text(
+                cursor,
+                "(interrupted: the engine stopped part way)",
+                colour=DIM,
+                italic=True,
+                new_block=answer and not text,
+            )
         cut_at = message.get("cut_at")
         if cut_at:
             new_block = cursor.block().length() > 1  # on a line of its own, under the reply

@@ -3,6 +3,8 @@ and a GUI thread that never stalls while a reply streams."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -208,3 +210,36 @@ def test_replies_render_as_markdown_with_readable_code(desktop: DesktopApp) -> N
     )
     # The unfinished fence was closed for display, so the transcript stays well-formed.
     assert "still = 'open'" in blocks
+
+
+def test_an_engine_crash_mid_reply_keeps_what_streamed_and_the_message_sent(
+    qtbot: QtBot, make_desktop: Callable[..., DesktopApp]
+) -> None:
+    """Issue 28, defect 2: the worker killed mid-reply used to throw away the streamed text
+    (36 visible tokens vanished) and mark the message "(not sent)" though it was sent and
+    partly answered. Now the partial reply stays, marked interrupted, and the notice offers
+    to answer again; the engine comes back by itself."""
+    desktop = make_desktop(chat_options=LONG_REPLY)
+    engine = desktop.controller.engine
+    window = desktop.chat
+    window.show()
+    with qtbot.waitSignal(window.reply_finished, timeout=60000):
+        window.send("Count to twenty")
+        qtbot.waitUntil(lambda: window.chunks_received >= 5, timeout=10000)
+        pid = engine.status().worker_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+    messages = window.conversation.messages
+    question, partial, error = messages[-3], messages[-2], messages[-1]
+    assert question["role"] == "user" and not question.get("failed", False)
+    assert partial["role"] == "assistant" and partial.get("interrupted") is True
+    assert partial["content"] and partial["content"] in window.transcript.toPlainText()
+    assert error["role"] == "error"
+    text = window.transcript.toPlainText()
+    assert "not sent" not in text and "(interrupted: the engine stopped part way)" in text
+    assert window.notice.isVisible() and "cut off" in window.notice.text
+    saved = desktop.history.list()[0].messages
+    assert saved[-2].get("interrupted") is True and saved[-2]["content"] == partial["content"]
+    window.conversation.messages.append({"role": "user", "content": "And then?"})
+    sent = window.conversation.engine_messages()
+    assert sent[-2] == {"role": "assistant", "content": partial["content"]}
