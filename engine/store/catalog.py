@@ -273,10 +273,15 @@ class Catalog:
 
     def recommend(self, machine: MachineInfo) -> CatalogEntry | None:
         """The first-run default: the first ``first_run`` entry that fits comfortably, else
-        the smallest chat model that fits at all."""
+        the smallest chat model that fits at all and downloads (a first run has no
+        conversion tools to count on)."""
         for entry_id in self.first_run:
             entry = self.find(entry_id)
             if entry is not None and assess(entry, machine).status == "fits":
                 return entry
-        usable = [f.entry for f in self.assess_all(machine) if f.usable and f.entry.task == "chat"]
+        usable = [
+            f.entry
+            for f in self.assess_all(machine)
+            if f.usable and f.entry.task == "chat" and not f.entry.needs_conversion
+        ]
         return min(usable, key=lambda e: e.memory_gb, default=None)

@@ -176,6 +176,15 @@ def test_a_malformed_entry_is_refused_naming_the_field(
     assert words in str(refused.value)
 
 
+def test_a_convert_entry_is_never_the_first_run_pick(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json"
+    small = _entry(id="small", source="convert", memory_gb=1.0)
+    big = _entry(id="big", memory_gb=3.0)
+    path.write_text(json.dumps({"models": [small, big]}), encoding="utf-8")
+    pick = Catalog.load(path).recommend(SMALL)
+    assert pick is not None and pick.id == "big"
+
+
 def test_a_well_formed_entry_loads(tmp_path: Path) -> None:
     path = tmp_path / "catalog.json"
     verified = _entry(verified=True, verified_note="", source="convert")
