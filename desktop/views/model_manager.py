@@ -56,7 +56,7 @@ from desktop.views.installed_models import (
 from desktop.views.screen import fit_to_screen
 from engine.models import ModelError
 from engine.store import StoredModel, StoreError
-from engine.store.catalog import Catalog, Fit, MachineInfo
+from engine.store.catalog import Catalog, CatalogEntry, Fit, MachineInfo
 from engine.store.convert import ConvertRequest, ConvertToolsMissing, check_tools
 from engine.store.errors import Cancelled
 from engine.store.progress import Progress
@@ -172,9 +172,17 @@ class ModelManager(QDialog):
         self.installed.button_row.insertWidget(0, self.import_button)
         self.installed.button_row.insertWidget(1, self.convert_button)
 
+        untried = sum(1 for e in self.catalog.entries if not e.verified)
         note = QLabel(
-            "Pre-converted OpenVINO models. Sizes are approximate; downloads check the exact "
-            "sizes and hashes. A cancelled download continues where it stopped."
+            "Pre-converted OpenVINO models, and a few to convert from the hub. Sizes are "
+            "approximate; downloads check the exact sizes and hashes. A cancelled download "
+            "continues where it stopped."
+            + (
+                f" {untried} of {len(self.catalog.entries)} were never downloaded and served "
+                "where the catalog was written (hover a model for why)."
+                if untried
+                else ""
+            )
         )
         note.setWordWrap(True)
         catalog_page = QWidget()
@@ -218,7 +226,7 @@ class ModelManager(QDialog):
                 ]
             )
             item.setData(0, Qt.ItemDataRole.UserRole, entry.id)
-            item.setToolTip(0, f"{entry.summary}\n{entry.repo} · {', '.join(entry.devices)}")
+            item.setToolTip(0, _entry_tooltip(entry))
             if fit is not None:
                 item.setToolTip(3, fit.reason)
             self.catalog_view.addTopLevelItem(item)
@@ -238,6 +246,9 @@ class ModelManager(QDialog):
             return "Installed"
         if self.controller.store.has_partial(entry_id):
             return "Partly downloaded"
+        entry = self.catalog.find(entry_id)
+        if entry is not None and entry.needs_conversion:
+            return "Needs conversion"
         return ""
 
     def _show_entry_status(self, entry_id: str) -> None:
@@ -283,12 +294,19 @@ class ModelManager(QDialog):
         busy = self._job_kind is not None
         entry_id = self.selected_entry_id()
         status = self._entry_status(entry_id) if entry_id else ""
-        self.download_button.setText("Resume" if status == "Partly downloaded" else "Download")
+        converts = status == "Needs conversion"
+        self.download_button.setText(
+            "Convert" if converts else "Resume" if status == "Partly downloaded" else "Download"
+        )
         self.download_button.setEnabled(
             not busy
             and entry_id is not None
             and status != "Installed"
+            and not (converts and self.convert_problem is not None)
             and self.tabs.currentIndex() == 0
+        )
+        self.download_button.setToolTip(
+            _rich(self.convert_problem) if converts and self.convert_problem else ""
         )
         self.search.set_busy(busy)
         # The search tab has its own Download beside its file picker.
@@ -310,12 +328,23 @@ class ModelManager(QDialog):
         return self._job_kind is not None
 
     def download(self, entry_id: str) -> None:
-        """Download (or resume) the catalog entry ``entry_id``."""
+        """Download (or resume) the catalog entry ``entry_id``; convert it when the catalog
+        has no pre-converted build of it."""
         from engine.store.download import PullRequest, pull
 
         entry = self.catalog.find(entry_id)
         if entry is None:
             raise LookupError(entry_id)
+        if entry.needs_conversion:
+            self.convert_model(
+                ConvertRequest(
+                    source=entry.repo,
+                    weights=entry.weights,
+                    npu=entry.devices[0] == "NPU",
+                    model_id=entry.id,
+                )
+            )
+            return
         request = PullRequest(repo=entry.repo, catalog=entry)
         store, endpoint, token = (
             self.controller.store,
@@ -519,6 +548,16 @@ class ModelManager(QDialog):
         dialog.accepted.connect(lambda: self.convert_model(dialog.request()))
         self.convert_dialog = dialog
         dialog.open()
+
+
+def _entry_tooltip(entry: CatalogEntry) -> str:
+    """A catalog row's tooltip: what the model is, where it comes from, how sure the figures are."""
+    source = f"convert from {entry.repo}" if entry.needs_conversion else entry.repo
+    lines = [entry.summary, f"{source} · {', '.join(entry.devices)}"]
+    if entry.context_length:
+        lines.append(f"context {entry.context_length:,} tokens · licence {entry.licence or '?'}")
+    lines += [entry.note, "" if entry.verified else entry.verified_note]
+    return "\n".join(line for line in lines if line)
 
 
 def _rich(text: str) -> str:

@@ -4,6 +4,13 @@ The catalog steers a 16 GB laptop to models it can hold: each entry gives the do
 size, the memory the model needs loaded and the devices it suits. :func:`assess` compares
 that with this machine (total memory, devices OpenVINO sees) and :meth:`Catalog.recommend`
 picks a first-run default.
+
+Each entry names its ``source``: ``"download"`` (a pre-converted OpenVINO IR repo) or
+``"convert"`` (no such build exists, so ``repo`` is the upstream transformers model that
+``sidelight convert`` turns into IR), and whether it was ``verified`` (downloaded or
+converted, and served once) on the machine that wrote the file, with ``verified_note``
+saying why not. :meth:`CatalogEntry.from_dict` refuses a malformed entry with a message
+naming the entry and the field, so a bad catalog fails loudly instead of misleading.
 """
 
 from __future__ import annotations
@@ -26,16 +33,23 @@ _COMFORTABLE_SHARE = 0.6
 _TIGHT_SHARE = 0.85
 
 FitStatus = Literal["fits", "tight", "too-big", "no-device"]
+CatalogSource = Literal["download", "convert"]
+SOURCES: tuple[CatalogSource, ...] = ("download", "convert")
+KINDS = ("chat", "coder", "reasoning", "embeddings", "rerank")
+DEVICES = ("CPU", "GPU", "NPU")
+# The weights a conversion can write (engine.store.convert.WEIGHTS; not imported: that
+# module pulls in the whole store).
+CONVERT_WEIGHTS = ("int4", "int8", "fp16")
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One curated, pre-converted model."""
+    """One curated model: a pre-converted IR to download, or a model to convert."""
 
     id: str
     repo: str
     name: str
-    kind: str  # "chat", "coder", "reasoning", "embeddings" or "rerank"
+    kind: str  # one of KINDS
     weights: str
     download_gb: float
     memory_gb: float
@@ -46,31 +60,94 @@ class CatalogEntry:
     licence: str | None = None
     summary: str = ""
     draft: str | None = None  # the catalog id of a draft model for speculative decoding
+    source: CatalogSource = "download"
+    note: str = ""  # where the figures come from, caveats
+    verified: bool = False  # downloaded (or converted) and served once where it was written
+    verified_note: str = ""  # why not, when not verified
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CatalogEntry:
+        """Read one entry of ``catalog.json``.
+
+        Raises:
+            ValueError: a field is missing or malformed; the message names the entry and
+                the field.
+        """
+        entry_id = str(data["id"])
+        where = f"catalog entry {entry_id!r}"
+        source = data.get("source", "download")
+        if source not in SOURCES:
+            raise ValueError(f"{where}: 'source' must be 'download' or 'convert', not {source!r}")
+        verified = data.get("verified")
+        if not isinstance(verified, bool):
+            raise ValueError(f"{where}: 'verified' must be true or false, not {verified!r}")
+        verified_note = data.get("verified_note", "")
+        if not isinstance(verified_note, str) or (not verified and not verified_note.strip()):
+            raise ValueError(
+                f"{where}: 'verified_note' must say why the entry was not downloaded and served"
+            )
+        note = data.get("note", "")
+        if not isinstance(note, str):
+            raise ValueError(f"{where}: 'note' must be a string, not {note!r}")
+        kind = str(data.get("kind", "chat"))
+        if kind not in KINDS:
+            raise ValueError(f"{where}: 'kind' must be one of {', '.join(KINDS)}, not {kind!r}")
+        devices = tuple(str(d) for d in data.get("devices", ("CPU",)))
+        unknown = [d for d in devices if d not in DEVICES]
+        if not devices or unknown:
+            raise ValueError(f"{where}: 'devices' must be some of {', '.join(DEVICES)}: {devices}")
+        repo = str(data["repo"])
+        if repo.count("/") != 1 or not all(repo.split("/")):
+            raise ValueError(f"{where}: 'repo' must be a hub repo id (org/name), not {repo!r}")
+        weights = str(data.get("weights", ""))
+        if source == "convert" and weights not in CONVERT_WEIGHTS:
+            raise ValueError(
+                f"{where}: a 'convert' entry's 'weights' must be one of "
+                f"{', '.join(CONVERT_WEIGHTS)}, not {weights!r}"
+            )
         return cls(
-            id=str(data["id"]),
-            repo=str(data["repo"]),
-            name=str(data.get("name", data["id"])),
-            kind=str(data.get("kind", "chat")),
-            weights=str(data.get("weights", "")),
-            download_gb=float(data["download_gb"]),
-            memory_gb=float(data["memory_gb"]),
-            devices=tuple(str(d) for d in data.get("devices", ("CPU",))),
+            id=entry_id,
+            repo=repo,
+            name=str(data.get("name", entry_id)),
+            kind=kind,
+            weights=weights,
+            download_gb=_positive(data, "download_gb", where),
+            memory_gb=_positive(data, "memory_gb", where),
+            devices=devices,
             context_length=data.get("context_length"),
             params=data.get("params"),
             capabilities={str(k): bool(v) for k, v in data.get("capabilities", {}).items()},
             licence=data.get("licence"),
             summary=str(data.get("summary", "")),
             draft=str(data["draft"]) if data.get("draft") else None,
+            source=source,
+            note=note,
+            verified=verified,
+            verified_note=verified_note,
         )
+
+    @property
+    def needs_conversion(self) -> bool:
+        """Whether getting this model means converting ``repo``, not downloading an IR."""
+        return self.source == "convert"
+
+    def convert_command(self) -> str:
+        """The ``sidelight convert`` command that makes this entry (for a ``convert`` source)."""
+        npu = " --npu" if self.devices[0] == "NPU" else ""
+        return f"sidelight convert {self.repo} --weights {self.weights}{npu} --id {self.id}"
 
     @property
     def task(self) -> ModelTask:
         if self.kind == "embeddings":
             return "embeddings"
         return "rerank" if self.kind == "rerank" else "chat"
+
+
+def _positive(data: dict[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{where}: {key!r} must be a positive number of GB, not {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -113,6 +190,10 @@ class Fit:
             "download_gb": self.entry.download_gb,
             "memory_gb": self.entry.memory_gb,
             "devices": list(self.entry.devices),
+            "source": self.entry.source,
+            "verified": self.entry.verified,
+            "verified_note": self.entry.verified_note,
+            "note": self.entry.note,
             "status": self.status,
             "usable_devices": list(self.devices),
             "reason": self.reason,
@@ -192,10 +273,15 @@ class Catalog:
 
     def recommend(self, machine: MachineInfo) -> CatalogEntry | None:
         """The first-run default: the first ``first_run`` entry that fits comfortably, else
-        the smallest chat model that fits at all."""
+        the smallest chat model that fits at all and downloads (a first run has no
+        conversion tools to count on)."""
         for entry_id in self.first_run:
             entry = self.find(entry_id)
             if entry is not None and assess(entry, machine).status == "fits":
                 return entry
-        usable = [f.entry for f in self.assess_all(machine) if f.usable and f.entry.task == "chat"]
+        usable = [
+            f.entry
+            for f in self.assess_all(machine)
+            if f.usable and f.entry.task == "chat" and not f.entry.needs_conversion
+        ]
         return min(usable, key=lambda e: e.memory_gb, default=None)

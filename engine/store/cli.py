@@ -173,17 +173,25 @@ def _catalog(args: argparse.Namespace) -> int:
         )
         return 0
     marks = {"fits": "ok", "tight": "tight", "too-big": "too big", "no-device": "no device"}
-    print(f"{'ID':36} {'DOWNLOAD':>9} {'MEMORY':>7}  {'FIT':9} DEVICES")
+    print(f"{'ID':40} {'DOWNLOAD':>9} {'MEMORY':>7}  {'FIT':9} {'SOURCE':8} {'TRIED':5} DEVICES")
     for fit in fits:
         e = fit.entry
         star = " *" if recommended and e.id == recommended.id else ""
         print(
-            f"{e.id:36} {e.download_gb:>7.2f}GB {e.memory_gb:>5.1f}GB  "
-            f"{marks[fit.status]:9} {','.join(e.devices)}{star}"
+            f"{e.id:40} {e.download_gb:>7.2f}GB {e.memory_gb:>5.1f}GB  "
+            f"{marks[fit.status]:9} {e.source:8} {'yes' if e.verified else 'no':5} "
+            f"{','.join(e.devices)}{star}"
         )
     if recommended:
         print(f"\n* recommended to start with: sidelight pull {recommended.id}")
     print("sizes are approximate; downloads check the exact sizes the hub publishes")
+    print("SOURCE convert: no pre-converted build; `sidelight pull ID` prints the convert command")
+    untried = sum(1 for f in fits if not f.entry.verified)
+    if untried:
+        print(
+            f"TRIED no: {untried} of {len(fits)} entries were never downloaded and served where "
+            "the catalog was written (see --json: verified_note)"
+        )
     return 0
 
 
@@ -196,6 +204,13 @@ def _pull(store: ModelStore, settings: Settings, args: argparse.Namespace) -> in
         print(
             f"sidelight: '{args.model}' is not in the catalog (see: sidelight list --catalog) "
             "and not a hub repo (org/name)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if entry is not None and entry.needs_conversion:
+        print(
+            f"sidelight: '{entry.id}' has no pre-converted OpenVINO build; convert it from "
+            f"{entry.repo}: {entry.convert_command()}",
             file=sys.stderr,
         )
         return EXIT_USAGE

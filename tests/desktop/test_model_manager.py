@@ -107,6 +107,21 @@ def test_catalog_shows_sizes_and_what_fits(manager: tuple[DesktopApp, ModelManag
     assert any(catalog_row(dialog, e.id)[3] == "✗ too big" for e in dialog.catalog.entries)
 
 
+def test_entries_to_convert_and_untried_entries_say_so(
+    manager: tuple[DesktopApp, ModelManager],
+) -> None:
+    _, dialog = manager
+    entry = next(e for e in dialog.catalog.entries if e.needs_conversion)
+    assert catalog_row(dialog, entry.id)[4] == "Needs conversion"
+    dialog.select_entry(entry.id)
+    assert dialog.download_button.text() == "Convert"
+    # Enabled exactly when the conversion tools were found (this venv may lack them).
+    assert dialog.download_button.isEnabled() == (dialog.convert_problem is None)
+    tooltip = _item(dialog.catalog_view, entry.id).toolTip(0)
+    assert f"convert from {entry.repo}" in tooltip and entry.verified_note in tooltip
+    assert catalog_row(dialog, ENTRY.id)[4] == "" and not ENTRY.needs_conversion
+
+
 def test_download_progress_cancel_resume_and_use_from_the_tray(
     qtbot: QtBot, manager: tuple[DesktopApp, ModelManager], hub: HubServer
 ) -> None:
