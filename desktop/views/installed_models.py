@@ -55,6 +55,7 @@ class InstalledModels(QWidget):
         layout.addWidget(self.view, 1)
         layout.addLayout(self.button_row)
         controller.status_changed.connect(lambda _status: self.mark_active())
+        controller.devices_changed.connect(self._on_devices)
 
     def fill(self, stored: list[StoredModel]) -> None:
         """Show the demo model and ``stored``, keeping the selection."""
@@ -143,10 +144,37 @@ class InstalledModels(QWidget):
     def _add(
         self, model_id: str, fmt: str, weights: str, size: int, devices: tuple[str, ...]
     ) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([model_id, fmt, weights, human_size(size), ", ".join(devices)])
+        item = QTreeWidgetItem([model_id, fmt, weights, human_size(size), ""])
         item.setData(0, Qt.ItemDataRole.UserRole, model_id)
+        item.setData(4, Qt.ItemDataRole.UserRole, list(devices))
+        self._show_devices(item)
         self.view.addTopLevelItem(item)
         return item
+
+    def _show_devices(self, item: QTreeWidgetItem) -> None:
+        devices = tuple(item.data(4, Qt.ItemDataRole.UserRole) or ())
+        here, elsewhere = self._devices_here(devices)
+        item.setText(4, here)
+        tip = f"Also runs on {elsewhere}, which this machine does not have." if elsewhere else ""
+        item.setToolTip(4, tip)
+
+    def _on_devices(self) -> None:
+        """The devices were discovered (in the background): show which ones each model has."""
+        for index in range(self.view.topLevelItemCount()):
+            item = self.view.topLevelItem(index)
+            if item is not None:
+                self._show_devices(item)
+
+    def _devices_here(self, devices: tuple[str, ...]) -> tuple[str, str]:
+        """The model's device families this machine has, and the ones it lacks (all of
+        them as "here" while the devices are still being discovered)."""
+        found = self.controller.devices
+        if found is None:
+            return ", ".join(devices), ""
+        kinds = {d.kind.upper() for d in found}
+        here = [d for d in devices if d in kinds]
+        elsewhere = [d for d in devices if d not in kinds]
+        return ", ".join(here) or "none here", ", ".join(elsewhere)
 
     def _demo_size(self, demo: ModelChoice) -> int:
         if self._demo_bytes is None:  # a tiny folder that never changes: read it once

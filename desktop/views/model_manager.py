@@ -214,6 +214,9 @@ class ModelManager(QDialog):
         for entry in self.catalog.entries:
             fit = fits.get(entry.id)
             mark = _FIT_MARKS[fit.status] if fit else "…"
+            if fit is not None and fit.usable and entry.devices[0] not in fit.devices:
+                # An NPU build on a machine without one: it runs, but not where it is fast.
+                mark += f" on {fit.devices[0]} (made for {entry.devices[0]})"
             if recommended is not None and entry.id == recommended.id:
                 mark += " (recommended)"
             item = QTreeWidgetItem(

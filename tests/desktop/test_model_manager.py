@@ -101,10 +101,36 @@ def test_catalog_shows_sizes_and_what_fits(manager: tuple[DesktopApp, ModelManag
     recommended = dialog.catalog.recommend(dialog.machine)
     assert recommended is not None
     assert catalog_row(dialog, recommended.id)[3].endswith("(recommended)")
+    # Issue 28, defect 8: an NPU build on a machine without an NPU said "✓ fits" alone.
+    dialog.machine = MachineInfo(total_memory=64 * 2**30, device_kinds=frozenset({"CPU"}))
+    dialog._fill_catalog()
+    npu_builds = [e for e in dialog.catalog.entries if e.devices[0] == "NPU"]
+    assert npu_builds
+    for entry in npu_builds:
+        assert catalog_row(dialog, entry.id)[3].endswith(" on CPU (made for NPU)"), entry.id
+    others = [e for e in dialog.catalog.entries if e.devices[0] == "CPU"]
+    assert all("made for" not in catalog_row(dialog, e.id)[3] for e in others)
     # A machine with 4 GB and no NPU sees big models and NPU builds refused.
     dialog.machine = MachineInfo(total_memory=4 * 2**30, device_kinds=frozenset({"CPU"}))
     dialog._fill_catalog()
     assert any(catalog_row(dialog, e.id)[3] == "✗ too big" for e in dialog.catalog.entries)
+
+
+def test_installed_models_list_the_devices_this_machine_has(
+    manager: tuple[DesktopApp, ModelManager],
+) -> None:
+    """Issue 28, defect 8: every installed model listed "CPU, GPU" on a machine with only a
+    CPU. The column names the devices found here; the tooltip the ones the model could
+    also use."""
+    desktop, dialog = manager
+    found = {d.kind.upper() for d in desktop.controller.devices or []}
+    assert "CPU" in found
+    demo = ("CPU", "GPU")  # the demo model's device families
+    row = installed_row(dialog, DEMO_MODEL_ID)
+    assert row[4] == ", ".join(d for d in demo if d in found)
+    lacking = ", ".join(d for d in demo if d not in found)  # "GPU" here: no GPU in CI
+    tip = f"Also runs on {lacking}, which this machine does not have." if lacking else ""
+    assert _item(dialog.installed.view, DEMO_MODEL_ID).toolTip(4) == tip
 
 
 def test_entries_to_convert_and_untried_entries_say_so(
