@@ -185,10 +185,13 @@ def test_no_failure_leaves_a_request_counted_active(
             await stream.start()
         assert (info.value.code, info.value.param) == ("invalid_request", "tools")
         assert client.status().active_requests == 0
-        # Refused by the worker.
-        stream = client.submit(GenerationRequest(messages=HELLO, max_tokens=10**6))
-        with pytest.raises(RequestFailed):
+        # Refused by the worker: a prompt over the context (a max_tokens over the room left
+        # is clipped to it, not refused).
+        too_long = [{"role": "user", "content": "word " * 5000}]
+        stream = client.submit(GenerationRequest(messages=too_long, max_tokens=10**6))
+        with pytest.raises(RequestFailed) as refused:
             await stream.start()
+        assert refused.value.code == "context_length_exceeded"
         assert client.status().active_requests == 0
         # Cancelled mid-stream.
         stream = client.submit(
