@@ -28,12 +28,8 @@ from engine.parsing.reasoning import (
 )
 from engine.parsing.reasoning_registry import new_reasoning_parser
 from engine.parsing.reply import ReasoningText, ReplyEvent, ReplyParser
-from engine.parsing.tool_calls import (
+from engine.parsing.tool_parsers import (
     CALL_SYNTAX,
-    HERMES,
-    LLAMA3,
-    MISTRAL,
-    TOOL_FORMATS,
     CallSyntax,
     ContentDelta,
     ParseEvent,
@@ -44,11 +40,16 @@ from engine.parsing.tool_calls import (
     ToolCallStart,
     ToolFormat,
     call_schema,
+    call_syntax,
     new_tool_call_parser,
     parse_tool_calls,
+    repaired_calls,
     tool_format_for_template,
+    tool_schemas,
 )
-from engine.parsing.tool_parsers import call_syntax, repaired_calls, tool_schemas
+
+HERMES, LLAMA3, MISTRAL = ToolFormat.HERMES, ToolFormat.LLAMA3, ToolFormat.MISTRAL
+TOOL_FORMATS = tuple(ToolFormat)
 
 __all__ = [
     "CALL_SYNTAX",
