@@ -60,7 +60,7 @@ def test_fits_this_kind_of_machine() -> None:
 def test_recommendation_for_first_run() -> None:
     catalog = Catalog.load()
     laptop = catalog.recommend(LAPTOP)
-    assert laptop is not None and laptop.id == "qwen2.5-1.5b-instruct-int4"
+    assert laptop is not None and laptop.id == "qwen3-4b-int4"
     tiny = catalog.recommend(TINY)
     assert tiny is not None and tiny.id == "qwen2.5-0.5b-instruct-int4"
     assert catalog.recommend(MachineInfo(512 * 1024**2, frozenset({"CPU"}))) is None
