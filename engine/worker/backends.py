@@ -88,6 +88,7 @@ class _Active:
     accepted_tokens: int = 0  # tokens beyond one per such step: accepted guesses
     count_only: bool = False  # only counted: accepted and finished once its grammar is known
     probed: bool = True  # False while its grammar waits for the probe's verdict
+    lazy_grammar: bool = False  # its grammar is optional (tool_choice auto): dropped if bad
 
     def on_step(self, count: int) -> None:
         """Count one engine step's ``count`` new tokens (speculation yields more than one)."""
@@ -255,7 +256,9 @@ class Backend:
                 self.grammar_probe.request(key, constraint)
                 probed = False
             elif verdict.error is not None:
-                return _grammar_rejected(rid, constraint.param, verdict.error)
+                if not constraint.lazy:
+                    return _grammar_rejected(rid, constraint.param, verdict.error)
+                _drop_lazy_grammar(prepared, verdict.error)
         accepted = RequestAccepted(
             rid, len(prepared.prompt_ids), prepared.max_tokens, prepared.opens_reasoning
         )
@@ -271,6 +274,7 @@ class Backend:
             speculation=self.speculation,
             count_only=request.count_only,
             probed=probed,
+            lazy_grammar=constraint is not None and constraint.lazy,
         )
 
     def _speculate(self, config: Any) -> None:
@@ -322,7 +326,10 @@ class Backend:
         events: list[Event] = []
         for state in self._probing.pop(key, []):
             state.probed = True
-            if verdict.error is not None:
+            lazy = state.lazy_grammar
+            if verdict.error is not None and lazy:
+                _drop_lazy_grammar(state.prepared, verdict.error)
+            if verdict.error is not None and not lazy:
                 events.append(_grammar_rejected(state.request_id, state.param, verdict.error))
             elif state.count_only:
                 events.extend([state.accepted, state.finished("stop")])
@@ -386,6 +393,12 @@ def _tensor(ids: list[int]) -> Any:
     import openvino as ov
 
     return ov.Tensor(np.array([ids], dtype=np.int64))
+
+
+def _drop_lazy_grammar(prepared: PreparedRequest, error: str) -> None:
+    """Run a request whose optional (lazy tool-call) grammar cannot compile unconstrained."""
+    logger.warning("tool-call grammar dropped (%s): calls unconstrained", error)
+    prepared.config.structured_output_config = None
 
 
 def _grammar_rejected(request_id: int, param: str | None, error: str) -> RequestRejected:

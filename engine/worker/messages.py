@@ -55,12 +55,26 @@ class OutputConstraint:
 
     With ``begin``/``end`` set, the reply is ``begin + <JSON> + end`` (a tool call in the
     model's own syntax, e.g. ``<tool_call>\n`` ... ``\n</tool_call>``).
+
+    With ``trigger`` set the constraint is *lazy* (``tool_choice: "auto"``, as llama.cpp's
+    lazy grammars and XGrammar's triggered tags do): the reply is free text until the model
+    writes ``trigger`` (a prefix of ``begin``), and from there each call must be
+    ``begin + <JSON> + end``; ``single`` ends the reply after the first call
+    (``parallel_tool_calls: false``). A lazy grammar that cannot be compiled is dropped, not
+    refused: the client asked for no constraint, so its request runs unconstrained.
     """
 
     json_schema: str
     begin: str = ""
     end: str = ""
     param: str = "response_format"  # the request field a bad schema came from
+    trigger: str = ""
+    single: bool = False
+
+    @property
+    def lazy(self) -> bool:
+        """Free text until ``trigger``: an optional constraint (see the class docstring)."""
+        return bool(self.trigger)
 
 
 @dataclass(frozen=True)

@@ -360,6 +360,10 @@ def _config(request: GenerationRequest, base: Any, max_tokens: int) -> tuple[Any
     try:
         config.validate()
     except Exception as exc:
+        if constraint.lazy:  # optional: the request runs as the client sent it
+            logger.warning("tool-call grammar dropped (%s): calls unconstrained", short_error(exc))
+            config.structured_output_config = None
+            return config, None
         raise RequestError(
             "invalid_request",
             f"{constraint.param}: the JSON schema cannot be enforced: {short_error(exc)}",
@@ -383,15 +387,20 @@ def structured_config(constraint: OutputConstraint) -> StructuredGrammar:
     so = ov_genai.StructuredOutputConfig
     grammar = _compact_grammar(constraint.json_schema)
     kind, text = ("ebnf", grammar) if grammar else ("json_schema", constraint.json_schema)
-    key = hashlib.sha256(
-        "\0".join((kind, constraint.begin, constraint.end, text)).encode("utf-8", "replace")
-    ).hexdigest()
+    parts: tuple[str, ...] = (kind, constraint.begin, constraint.end, text)
+    if constraint.lazy:
+        parts += ("lazy", constraint.trigger, "single" if constraint.single else "many")
+    key = hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()
     if not constraint.begin and not constraint.end:
         config = so(grammar=grammar) if grammar else so(json_schema=constraint.json_schema)
-    else:
-        content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
-        config = so(structural_tags_config=so.Tag(constraint.begin, content, constraint.end))
-    return StructuredGrammar(config, key, len(text))
+        return StructuredGrammar(config, key, len(text))
+    content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
+    tag = so.Tag(constraint.begin, content, constraint.end)
+    if constraint.lazy:
+        # Free text until the trigger; then every call in the family's syntax.
+        lazy = so.TriggeredTags([constraint.trigger], [tag], False, constraint.single)
+        return StructuredGrammar(so(structural_tags_config=lazy), key, len(text))
+    return StructuredGrammar(so(structural_tags_config=tag), key, len(text))
 
 
 def _compact_grammar(schema_text: str) -> str | None:

@@ -6,6 +6,7 @@ for every dialect (``engine/server/pipeline/plan.py``); no engine needed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -117,7 +118,9 @@ def test_the_planner_refuses_a_huge_tool_grammar_naming_tools() -> None:
     assert "960 properties" in error.message and f"at most {MAX_PROPERTIES}" in error.message
 
 
-def test_only_the_named_tool_counts_and_auto_builds_no_grammar() -> None:
+def test_only_the_named_tool_counts_and_auto_over_the_limits_builds_no_grammar() -> None:
+    """``tool_choice: "auto"`` asks for no constraint: tools over the limits run without the
+    lazy call grammar rather than being refused."""
     many = tools(64, 15)
     plan = plan_request(
         GenerateRequest(
@@ -134,3 +137,36 @@ def test_only_the_named_tool_counts_and_auto_builds_no_grammar() -> None:
         GenerateRequest(model="m", dialect="openai", messages=HELLO, tools=many), HERMES_TEMPLATE
     )
     assert auto.constraint is None
+
+
+def test_auto_holds_calls_with_a_lazy_grammar_that_opens_at_the_trigger() -> None:
+    few = tools(2, 3)
+    auto = plan_request(
+        GenerateRequest(model="m", dialect="openai", messages=HELLO, tools=few), HERMES_TEMPLATE
+    )
+    lazy = auto.constraint
+    assert lazy is not None and lazy.lazy and not lazy.single
+    assert (lazy.trigger, lazy.begin, lazy.end) == (
+        "<tool_call>",
+        "<tool_call>\n",
+        "\n</tool_call>",
+    )
+    names = [
+        option["properties"]["name"]["const"] for option in json.loads(lazy.json_schema)["anyOf"]
+    ]
+    assert names == ["t0", "t1"]
+    one = plan_request(
+        GenerateRequest(
+            model="m", dialect="openai", messages=HELLO, tools=few, parallel_tool_calls=False
+        ),
+        HERMES_TEMPLATE,
+    )
+    assert one.constraint is not None and one.constraint.single  # the reply ends after one call
+
+
+def test_families_whose_calls_are_lists_get_no_lazy_grammar() -> None:
+    mistral = "{{ messages }}[TOOL_CALLS][AVAILABLE_TOOLS]"
+    plan = plan_request(
+        GenerateRequest(model="m", dialect="openai", messages=HELLO, tools=tools(1, 2)), mistral
+    )
+    assert plan.tool_format is not None and plan.constraint is None

@@ -211,6 +211,74 @@ def test_constrained_calls_finish_on_untrained_prompts(
             assert conforms(TIME_TOOL["function"]["parameters"], json.loads(arguments))
 
 
+def test_auto_calls_are_held_to_the_tools_once_the_model_opens_one(
+    client: openai.OpenAI, model_id: str, dialogues: Any
+) -> None:
+    """``tool_choice: "auto"`` and a lazy grammar: free text until ``<tool_call>``, then a
+    call valid against the tools given. The tiny model was trained to call
+    ``get_weather({"city": ...})`` on this prompt; offered a ``get_weather`` whose parameter
+    is ``location``, unconstrained it writes ``city``, which the client's schema refuses.
+    With the grammar, the call it opens has the client's parameters."""
+    tool = dialogue(dialogues, "tool")
+    renamed = json.loads(json.dumps(tool["tools"]))
+    parameters = {
+        "type": "object",
+        "properties": {"location": {"type": "string", "maxLength": 20}},
+        "required": ["location"],
+        "additionalProperties": False,
+    }
+    renamed[0]["function"]["parameters"] = parameters
+    for stream in (False, True):
+        kwargs: dict[str, Any] = {"temperature": 0, "max_tokens": 60, "tools": renamed}
+        names: list[str] = []
+        if stream:
+            chunks = client.chat.completions.create(
+                model=model_id, messages=tool["messages"], stream=True, **kwargs
+            )
+            arguments, finish = "", None
+            for chunk in chunks:
+                choice = chunk.choices[0]
+                for call in choice.delta.tool_calls or []:
+                    if call.function and call.function.name:
+                        names.append(call.function.name)
+                    if call.function and call.function.arguments:
+                        arguments += call.function.arguments
+                finish = choice.finish_reason or finish
+        else:
+            response = client.chat.completions.create(
+                model=model_id, messages=tool["messages"], **kwargs
+            )
+            answer = response.choices[0]
+            calls = answer.message.tool_calls or []
+            names = [c.function.name for c in calls]
+            arguments = calls[0].function.arguments if calls else ""
+            finish = answer.finish_reason
+        assert (names, finish) == (["get_weather"], "tool_calls"), (stream, names, finish)
+        assert conforms(parameters, json.loads(arguments)), arguments
+
+
+def test_a_lazy_grammar_that_cannot_compile_is_dropped_not_refused(
+    client: openai.OpenAI, model_id: str, dialogues: Any
+) -> None:
+    """A tool schema XGrammar refuses (an empty ``enum``): forcing a call with it is a 400
+    naming ``tools``; with ``tool_choice: "auto"`` the client asked for no constraint, so the
+    request runs unconstrained and is answered."""
+    broken = json.loads(json.dumps(TIME_TOOL))
+    broken["function"]["parameters"]["properties"]["zone"] = {"enum": []}
+    plain = dialogue(dialogues, "fallback-00")["messages"]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model=model_id, messages=plain, tools=[broken], tool_choice="required", max_tokens=8
+        )
+    assert refused.value.body["param"] == "tools"  # type: ignore[index]
+    for _ in range(2):  # the second one reads the probe's cached verdict
+        answer = client.chat.completions.create(
+            model=model_id, messages=plain, tools=[broken], temperature=0, max_tokens=8
+        )
+        assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
+        assert answer.usage is not None and answer.usage.completion_tokens > 0
+
+
 def test_tool_choice_none_and_plain_prompts_give_content(
     client: openai.OpenAI, model_id: str, dialogues: Any
 ) -> None:

@@ -112,7 +112,9 @@ async def test_tool_calls_stream_as_calls_and_finish_with_tool_calls() -> None:
     (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
     assert end.call.arguments_object() == {"city": "Paris"}
     assert isinstance(events[-1], Done) and events[-1].finish_reason == "tool_calls"
-    assert engine.submitted[0].tools == [WEATHER] and engine.submitted[0].constraint is None
+    assert engine.submitted[0].tools == [WEATHER]
+    lazy = engine.submitted[0].constraint  # tool_choice auto: the call is held once it opens
+    assert lazy is not None and (lazy.trigger, lazy.begin) == ("<tool_call>", "<tool_call>\n")
 
     # tool_choice "none": the template gets no tools and the text stays text.
     engine.script(CALL)

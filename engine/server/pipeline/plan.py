@@ -1,7 +1,8 @@
 """How one request is generated and parsed: tool syntax, decoding constraint, reply parser.
 
 The tool-call syntax comes from the loaded model's chat template. ``tool_choice``
-``required`` (or a named function) constrains decoding to one call in that syntax, and a
+``required`` (or a named function) constrains decoding to one call in that syntax,
+``"auto"`` constrains each call once the model opens one (a lazy grammar), and a
 ``response_schema`` constrains it to matching JSON (GenAI structured output), so the JSON is
 valid against its schema whatever the model.
 """
@@ -77,11 +78,43 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
         constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
         return Plan(fmt, constraint, 1 if choice.name else max_calls, split, reasoning, tools)
     if request.response_schema is None:
-        return Plan(fmt, None, max_calls, split, reasoning, tools)
+        lazy = _lazy_calls(fmt, request.tools, max_calls) if fmt is not None else None
+        return Plan(fmt, lazy, max_calls, split, reasoning, tools)
     _check_grammar([request.response_schema], request.schema_param)
     schema_text = json.dumps(request.response_schema)
     constraint = OutputConstraint(schema_text, param=request.schema_param)
     return Plan(fmt, constraint, max_calls, split, reasoning, tools)
+
+
+def _lazy_calls(
+    fmt: ToolFormat, tools: list[dict[str, Any]], max_calls: int | None
+) -> OutputConstraint | None:
+    """``tool_choice: "auto"``: once the model opens a call, the call must be well formed.
+
+    Free text until the family's trigger (``<tool_call>``), then the call's JSON is held to
+    the tools' schemas (a lazy grammar, see :class:`OutputConstraint`), so an agent gets a
+    structured call instead of a slipped one. Only the families whose call is one JSON
+    object after a marker (:data:`LAZY_FORMATS`); a grammar over the server's limits is
+    left out (logged), never refused: the client asked for no constraint.
+    """
+    syntax = call_syntax(fmt) if fmt in LAZY_FORMATS else None
+    if syntax is None:
+        return None
+    try:
+        schema = call_schema(fmt, tools)
+        check_grammar(_parameters(tools, None))
+    except (ValueError, GrammarTooLarge) as exc:
+        logger.info("tool calls unconstrained: %s", exc)
+        return None
+    trigger = syntax.begin.strip()
+    return OutputConstraint(
+        json.dumps(schema), syntax.begin, syntax.end, "tools", trigger, single=max_calls == 1
+    )
+
+
+# Calls written as one JSON object after a marker that starts nothing else: the lazy
+# grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not.
+LAZY_FORMATS = frozenset({ToolFormat.HERMES, ToolFormat.AUTO})
 
 
 def _parameters(tools: list[dict[str, Any]], name: str | None) -> list[Any]:
