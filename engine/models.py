@@ -6,9 +6,10 @@ OpenVINO import), and sends it to the engine worker, which loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from engine.context_fit import KVDims, kv_dims_from_config, kv_dims_from_gguf
 from engine.gguf import GGUFError, GGUFHeader
 from engine.gguf_check import check_gguf
 from engine.ir_check import IRError, check_ir
+from engine.model_prefs import ModelPrefs
 from engine.resources import demo_model_path
 
 logger = logging.getLogger(__name__)
@@ -81,6 +83,18 @@ class ModelSpec:
     # A small model of the same vocabulary that guesses tokens for this one (speculative
     # decoding); set by the store from the catalog's ``draft`` when that model is installed.
     draft_path: Path | None = None
+    # The model's own settings (engine.model_prefs): its load preferences and the sampling
+    # a request that leaves a field out gets; the store reads them from settings.json.
+    prefs: ModelPrefs = field(default_factory=ModelPrefs)
+
+    def with_prefs(self, prefs: ModelPrefs) -> ModelSpec:
+        """This spec with the model's own settings: a ``context_length`` there caps the
+        context it is served with (the worker sizes its KV cache from ``context_length``)."""
+        limit = prefs.context_length
+        context = self.context_length
+        if limit is not None:
+            context = limit if context is None else min(context, limit)
+        return dataclasses.replace(self, prefs=prefs, context_length=context)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -36,6 +36,7 @@ from engine.server.health import HealthSource, health_routes
 from engine.server.host_check import HostCheckMiddleware
 from engine.server.lmstudio import lmstudio_routes
 from engine.server.lmstudio_v1.routes import LMSTUDIO_V1_ERRORS, lmstudio_v1_routes
+from engine.server.model_settings import model_settings_routes
 from engine.server.monitor.middleware import MonitorMiddleware
 from engine.server.monitor.routes import monitor_routes
 from engine.server.ollama.routes import OLLAMA_ERRORS, ollama_routes
@@ -82,6 +83,7 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
         ),
         *anthropic_routes(pipeline),
         *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
+        *model_settings_routes(store),  # /api/sidelight/models/{id}/settings
         *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
         *rerank_routes(pipeline.resolver, engine),
         *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
+from engine.model_prefs import PREF_KEYS, PrefsError
 from engine.models import ModelError, verify_files
 from engine.settings import Settings
 from engine.store.catalog import Catalog, MachineInfo
@@ -26,7 +27,7 @@ from engine.store.errors import Cancelled, StoreError, disk_error
 from engine.store.progress import Progress
 from engine.store.store import ModelStore, StoredModel
 
-COMMANDS = frozenset({"pull", "convert", "import", "list", "rm"})
+COMMANDS = frozenset({"pull", "convert", "import", "list", "rm", "settings"})
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
@@ -69,6 +70,18 @@ def add_commands(sub: Any) -> None:
     rm = sub.add_parser("rm", help="delete a model from the store")
     rm.add_argument("model", help="the model id")
 
+    prefs = sub.add_parser(
+        "settings",
+        help="show or change a stored model's own settings (context, keep-alive, sampling)",
+        description="Show or change a model's settings: " + ", ".join(PREF_KEYS) + ". "
+        "KEY=VALUE sets one, KEY= clears it; requests that leave a sampling field out use "
+        "the model's; load settings apply from its next load.",
+    )
+    prefs.add_argument("model", help="the model id")
+    prefs.add_argument("changes", nargs="*", metavar="KEY=VALUE", help="a setting to change")
+    prefs.add_argument("--reset", action="store_true", help="clear every setting")
+    prefs.add_argument("--json", action="store_true", help="print JSON")
+
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run one store subcommand; returns the exit code."""
@@ -79,13 +92,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         "pull": _pull,
         "convert": _convert,
         "import": _import,
+        "settings": _settings,
     }
     try:
         return commands[args.command](store, settings, args)
     except Cancelled:
         print("sidelight: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except (StoreError, ModelError) as exc:
+    except (StoreError, ModelError, PrefsError) as exc:
         print(f"sidelight: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
     except OSError as exc:  # a disk failure no job named: still one sentence
@@ -99,8 +113,8 @@ def _doing(args: argparse.Namespace) -> str:
     target = {"pull": "model", "convert": "source", "import": "file", "rm": "model"}
     if args.command == "list":
         return "listing the models"
-    if args.command == "rm":
-        return f"removing {args.model}"
+    if args.command in ("rm", "settings"):
+        return f"{'removing' if args.command == 'rm' else 'saving the settings of'} {args.model}"
     subject = getattr(args, target[args.command])
     return f"{what[args.command]} {subject.name if isinstance(subject, Path) else subject}"
 
@@ -109,6 +123,36 @@ def _rm(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
     store.remove(args.model)
     print(f"removed {args.model}")
     return 0
+
+
+def _settings(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
+    changes: dict[str, Any] = dict.fromkeys(PREF_KEYS) if args.reset else {}
+    for item in args.changes:
+        key, equals, text = item.partition("=")
+        if not equals:
+            raise PrefsError(f"{item!r}: expected KEY=VALUE (KEY= clears it)")
+        changes[key.strip()] = _pref_value(text.strip())
+    prefs = store.set_prefs(args.model, changes) if changes else store.prefs(args.model)
+    if args.json:
+        print(json.dumps({"model": args.model, "settings": prefs.to_dict()}, indent=2))
+        return 0
+    values = prefs.to_dict()
+    if not values:
+        print(f"{args.model}: Sidelight's defaults (nothing set)")
+    for key, value in values.items():
+        print(f"{key} = {value}")
+    return 0
+
+
+def _pref_value(text: str) -> Any:
+    """A setting's value as typed: a number when it reads as one, empty clears, else text."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else text
 
 
 def _list(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from engine.model_prefs import ModelPrefs, PrefsError, read_prefs, write_prefs
 from engine.models import ModelError, ModelSpec, spec_from_path, verify_files
 from engine.settings import Settings
 from engine.store.content import verify_content
@@ -190,7 +191,67 @@ class ModelStore:
         stored = self.get(model_id)
         spec = stored.spec()
         draft = self._draft_path(stored)
-        return dataclasses.replace(spec, draft_path=draft) if draft is not None else spec
+        if draft is not None:
+            spec = dataclasses.replace(spec, draft_path=draft)
+        return spec.with_prefs(self._prefs(stored, spec.context_length))
+
+    def prefs(self, model_id: str) -> ModelPrefs:
+        """The stored model's own settings (``settings.json``; the defaults when none).
+
+        Raises:
+            InvalidModelId, ModelNotFound: as :meth:`get`.
+            PrefsError: the file is damaged (the message names the field).
+        """
+        stored = self.get(model_id)
+        return read_prefs(stored.folder, model_limit=self._model_limit(stored))
+
+    def request_prefs(self, model_id: str) -> ModelPrefs:
+        """The settings a request for ``model_id`` goes by, read now (a change applies to
+        the next request); the defaults for a model not in the store or a damaged file
+        (logged once). Never raises for a missing model."""
+        try:
+            stored = self.get(model_id)
+        except StoreError:
+            return ModelPrefs()
+        return self._prefs(stored, None)
+
+    def set_prefs(self, model_id: str, changes: dict[str, Any]) -> ModelPrefs:
+        """Apply ``changes`` (``None`` clears a field) to the model's settings and save them.
+
+        A damaged file is replaced by ``changes`` alone. Raises:
+            InvalidModelId, ModelNotFound: as :meth:`get`.
+            PrefsError: a change is invalid (nothing is written).
+        """
+        stored = self.get(model_id)
+        limit = self._model_limit(stored)
+        try:
+            current = read_prefs(stored.folder, model_limit=limit)
+        except PrefsError as exc:
+            logger.warning("%s: replacing damaged model settings (%s)", stored.id, exc)
+            current = ModelPrefs()
+        prefs = current.updated(changes, model_limit=limit)
+        with disk_errors(f"saving the settings of {stored.id}"):
+            write_prefs(stored.folder, prefs)
+        return prefs
+
+    def _model_limit(self, stored: StoredModel) -> int | None:
+        try:
+            return stored.spec().context_length
+        except ModelError:
+            return None
+
+    def _prefs(self, stored: StoredModel, model_limit: int | None) -> ModelPrefs:
+        """Its settings, or the defaults when the file is damaged (logged once, never silent)."""
+        try:
+            return read_prefs(stored.folder, model_limit=model_limit)
+        except PrefsError as exc:
+            key = (stored.id, f"settings: {exc}")
+            with self._reported_lock:
+                fresh = key not in self._reported
+                self._reported.add(key)
+            if fresh:
+                logger.warning("%s: its settings.json is ignored: %s", stored.id, exc)
+            return ModelPrefs()
 
     def spec_to_load(self, model_id: str) -> ModelSpec:
         """:meth:`spec`, with the model's files checked for damage right before a load: an

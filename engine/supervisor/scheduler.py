@@ -287,7 +287,7 @@ class Scheduler:
         """
         wait = self._settings.load_wait_seconds if timeout is None else timeout
         deadline = time.monotonic() + wait
-        device = device or self._settings.device
+        device = device or spec.prefs.device or self._settings.device
         estimate = self._estimate(spec)  # reads files once per model: before the lock
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         key = model_key(spec.id)

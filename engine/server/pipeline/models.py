@@ -83,7 +83,7 @@ class ModelResolver:
         logger.info("request for %s: loading it", name)
         try:
             engine = await asyncio.to_thread(
-                self.engine.acquire, spec, self.engine.status().device, None
+                self.engine.acquire, spec, spec.prefs.device or self.engine.status().device, None
             )
         except NoRoom as exc:
             raise no_room(exc) from exc

@@ -9,10 +9,12 @@ thread); only :meth:`Generation.cancel` may be called from another thread.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator
 
+from engine.model_prefs import ModelPrefs
 from engine.models import ModelSpec
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
@@ -35,6 +37,7 @@ from engine.server.pipeline.events import (
     Timings,
     Usage,
 )
+from engine.server.pipeline.model_defaults import with_model_defaults
 from engine.server.pipeline.models import ModelResolver
 from engine.server.pipeline.plan import Plan, ReplyReader, engine_request, plan_request
 from engine.server.pipeline.prompt_size import check_prompt_size
@@ -113,6 +116,7 @@ class Pipeline:
     ) -> Generation:
         spec, engine = await self.resolver.chat_engine(request.model)
         tracker.resolved(spec.id)
+        request = with_model_defaults(request, await self._prefs(spec))
         status = engine.status()
         if request.suffix is not None and status.fim_tokens is None:
             raise APIError(
@@ -148,6 +152,13 @@ class Pipeline:
         return Generation(
             stream, started, plan, accepted.opens_reasoning, request.logprobs, tracker
         )
+
+    async def _prefs(self, spec: ModelSpec) -> ModelPrefs:
+        """The model's own settings as they are now (the store's file, read off the loop),
+        else the ones it was loaded with."""
+        if self.store is None or spec.is_demo:
+            return spec.prefs
+        return await asyncio.to_thread(self.store.request_prefs, spec.id)
 
     async def count(self, request: GenerateRequest) -> int:
         """The prompt's tokens as the model counts them: templated and tokenized, nothing
