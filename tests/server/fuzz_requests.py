@@ -808,6 +808,7 @@ PATH_ROUTES = [
     "/api/v0/models/{id}",
     "/api/v1/models/download/status/{id}",
     "/api/blobs/{id}",
+    "/api/sidelight/models/{id}/settings",
     "/api/{id}",
     "/v1/{id}",
 ]
