@@ -19,6 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from engine.agents_cli import add_agents_command, run_agents_command
+from engine.remotes.cli import add_remote_command, run_remote_command
 from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
@@ -48,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_store_command(settings, args)
     if command == "devices":
         return _devices(args)
-    if command == "agents":
-        return run_agents_command(settings, args)
+    settings_commands = {"agents": run_agents_command, "remote": run_remote_command}
+    if command in settings_commands:
+        return settings_commands[command](settings, args)
     if command == "app":
         return _app(settings)
     return _serve(settings, args)
@@ -81,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print JSON")
     add_store_commands(sub)
     add_agents_command(sub)
+    add_remote_command(sub)
     return parser
 
 

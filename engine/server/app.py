@@ -72,7 +72,7 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
     store, monitor = pipeline.store, pipeline.monitor
 
     routes = [
-        *health_routes(engine, monitor.speculation),
+        *health_routes(engine, monitor.speculation, pipeline.remotes),
         *openai_routes(pipeline, engine),
         *lmstudio_routes(pipeline.models),
         *responses_routes(

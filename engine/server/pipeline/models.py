@@ -16,7 +16,14 @@ from engine.models import ModelError, ModelSpec, verify_files
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
-from engine.server.pipeline.engine import EngineLike, ModelEngine, no_room, unavailable
+from engine.server.pipeline.engine import (
+    EngineLike,
+    ModelEngine,
+    RemoteModels,
+    RemoteTarget,
+    no_room,
+    unavailable,
+)
 from engine.store import ModelStore, StoreError
 from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, NoRoom
 
@@ -29,17 +36,38 @@ RETRY_AFTER_SECONDS = 5
 class ModelResolver:
     """Models a request may name: the loaded ones (one may have come from a path) and
     every model in the store; naming a stored model that is not loaded loads it in a worker
-    of its own (the scheduler), beside the others."""
+    of its own (the scheduler), beside the others. A name ``MODEL@NAME`` of a registered
+    remote server (``remotes``) is that server's: :meth:`remote` says so, nothing loads."""
 
     def __init__(
-        self, engine: EngineLike, store: ModelStore | None, models: ModelDirectory
+        self,
+        engine: EngineLike,
+        store: ModelStore | None,
+        models: ModelDirectory,
+        remotes: RemoteModels | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
         self.models = models
+        self.remotes = remotes
+
+    def remote(self, name: str) -> RemoteTarget | None:
+        """The remote model ``name`` names (``MODEL@NAME`` of a registered remote), else
+        None: local models never go this way, whatever their id."""
+        if self.remotes is None or "@" not in name:
+            return None
+        target = self.remotes.target(name)
+        if target is not None:
+            note_model(requested=name)
+            note_model(target.spec.id)
+        return target
 
     async def chat_model(self, name: str) -> ModelSpec:
-        """The spec to generate ``name`` with (see :meth:`chat_engine`)."""
+        """The spec to generate ``name`` with (see :meth:`chat_engine`); a remote model's
+        local face (nothing is loaded here for it)."""
+        target = self.remote(name)
+        if target is not None:
+            return target.spec
         spec, _ = await self.chat_engine(name)
         return spec
 

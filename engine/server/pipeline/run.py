@@ -14,13 +14,16 @@ import logging
 from collections.abc import AsyncGenerator
 
 from engine.models import ModelSpec
-from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
+from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallDelta, ToolCallEnd
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import GenerationTracker, RequestMonitor
 from engine.server.pipeline.engine import (
     EngineLike,
     EngineStream,
+    RemoteCatalogLike,
+    RemoteStream,
+    RemoteTarget,
     engine_failed,
     request_failed,
     unavailable,
@@ -59,6 +62,8 @@ class Pipeline:
         store: the model store requests may name models from (``None``: the loaded model
             only).
         monitor: where generations are recorded (default: a monitor of its own).
+        remotes: the remote servers whose models are ``MODEL@NAME`` (None: none); their
+            requests take the same path here, to an OpenAI request instead of a worker.
     """
 
     def __init__(
@@ -66,13 +71,15 @@ class Pipeline:
         engine: EngineLike,
         store: ModelStore | None = None,
         monitor: RequestMonitor | None = None,
+        remotes: RemoteCatalogLike | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
         self.monitor = monitor if monitor is not None else RequestMonitor(engine.status)
+        self.remotes = remotes
         # One record of the models seen, shared by every dialect's model listing.
-        self.models = ModelDirectory(engine, store)
-        self.resolver = ModelResolver(engine, store, self.models)
+        self.models = ModelDirectory(engine, store, remotes)
+        self.resolver = ModelResolver(engine, store, self.models, remotes)
 
     async def resolve_model(self, name: str) -> ModelSpec:
         """The loaded spec for ``name``, loading it when needed (see
@@ -111,6 +118,9 @@ class Pipeline:
     async def _start_once(
         self, request: GenerateRequest, tracker: GenerationTracker, *, retry: bool = True
     ) -> Generation:
+        target = self.resolver.remote(request.model)
+        if target is not None:
+            return await _start_remote(request, target, tracker)
         spec, engine = await self.resolver.chat_engine(request.model)
         tracker.resolved(spec.id)
         status = engine.status()
@@ -160,12 +170,16 @@ class Pipeline:
         """
         counting = dataclasses.replace(request, count_only=True, max_tokens=1)
         generation = await self.start(counting)
+        done: Done | None = None
         try:
-            async for _event in generation:
-                pass  # a count_only request finishes at once: Done, with nothing generated
+            async for event in generation:
+                # A count_only request finishes at once: Done, with nothing generated (a
+                # remote model generates one token; its Done has the remote's count).
+                done = event if isinstance(event, Done) else done
         finally:
             generation.close()
-        return generation.started.prompt_tokens
+        counted = generation.started.prompt_tokens
+        return counted or (done.usage.prompt_tokens if done is not None else 0)
 
     async def collect(self, request: GenerateRequest) -> Reply:
         """The whole answer, parsed.
@@ -222,6 +236,7 @@ class Generation:
     ) -> None:
         self.started = started
         self._stream = stream
+        self._cancel_stream = stream.cancel  # what cancel() and close() stop
         self._tracker = tracker
         self._reader = ReplyReader(plan, opens_reasoning)
         self._logprobs = logprobs
@@ -233,7 +248,7 @@ class Generation:
         """Stop generating (any thread). A consumer that reads on gets what was generated,
         then ``Done`` with ``finish_reason="cancelled"``."""
         self._cancel_requested = True
-        self._stream.cancel()
+        self._cancel_stream()
 
     def close(self) -> None:
         """End the request if it has not ended: cancelled in the engine and in the monitor
@@ -242,7 +257,7 @@ class Generation:
         Threading: the loop running the generation (the tracker is that loop's)."""
         if not self._done:
             self._done = True
-            self._stream.cancel()
+            self._cancel_stream()
             self._tracker.cancelled()  # the first end counts: after Done or a failure, nothing
 
     def __aiter__(self) -> AsyncGenerator[PipelineEvent, None]:
@@ -291,6 +306,67 @@ class Generation:
         if event.finish_reason == "stop" and self._reader.called:
             return "tool_calls"
         return event.finish_reason
+
+
+class RemoteGeneration(Generation):
+    """A generation another server runs (``MODEL@NAME``): its events arrive parsed, so no
+    reply parser runs here; the rest is :class:`Generation`'s (cancel, close, the monitor,
+    a failure mid-stream raised as the remote's :class:`APIError`). ``started`` names the
+    local id with a prompt size of 0: the remote counts it, in :class:`Done`'s usage.
+    ``count_only``: only the :class:`Done` is yielded.
+    """
+
+    def __init__(
+        self, remote: RemoteStream, started: Started, tracker: GenerationTracker, count_only: bool
+    ) -> None:
+        self.started = started
+        self._cancel_stream = remote.cancel
+        self._remote = remote
+        self._tracker = tracker
+        self._count_only = count_only
+        self._cancel_requested = False
+        self._done = False
+        self.tokens = 0
+
+    async def _events(self) -> AsyncGenerator[PipelineEvent, None]:
+        try:
+            async for event in self._remote:
+                if isinstance(event, Done):
+                    self._done = True
+                    done = event
+                    if self._cancel_requested:
+                        done = dataclasses.replace(event, finish_reason="cancelled")
+                    self._tracker.finished(done)
+                    yield done
+                    return
+                if self._count_only:
+                    continue
+                if isinstance(event, ContentDelta | ReasoningText | ToolCallDelta):
+                    self.tokens += 1  # a piece, the remote's token count comes with Done
+                    self._tracker.generated(self.tokens)
+                yield event
+            raise APIError(502, "the remote ended the request without a result")
+        except APIError as exc:
+            self._tracker.failed(exc.status, exc.message)
+            raise
+        finally:
+            if not self._done:
+                self._remote.cancel()
+                self._tracker.cancelled()
+            await self._remote.aclose()
+
+
+async def _start_remote(
+    request: GenerateRequest, target: RemoteTarget, tracker: GenerationTracker
+) -> Generation:
+    """Send ``request`` to a remote server; the same monitor record as a local request."""
+    spec = target.spec
+    tracker.resolved(spec.id)
+    tracker.submitted()
+    stream = await target.start(request)  # APIError naming the remote
+    tracker.accepted(0)
+    logger.debug("%s request on %s (remote)", request.dialect, spec.id)
+    return RemoteGeneration(stream, Started(spec.id, 0), tracker, request.count_only)
 
 
 def _items(logprobs: tuple[TokenLogprob, ...]) -> tuple[tuple[str, float], ...]:
