@@ -28,7 +28,13 @@ import openai
 import pytest
 
 from tests.server.fake_remote import MODELS, FakeRemote
-from tests.server.harness import ServerProcess, free_port, running_server
+from tests.server.harness import (
+    TINY_EMBED,
+    ServerProcess,
+    free_port,
+    running_server,
+    store_ir_copy,
+)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -52,6 +58,7 @@ def remote_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """The second server: the remote named ``box``, behind its own key."""
     home = tmp_path_factory.mktemp("box")
+    store_ir_copy(home / "models", "tiny-embed", TINY_EMBED, task="embeddings", reasoning=False)
     with running_server(home, None, "--api-key", BOX_KEY) as server:
         yield server
 
@@ -161,7 +168,7 @@ def test_a_remote_listing_hundreds_of_models_is_cut_at_the_cap(first: ServerProc
     # 6 named models + MODELS numbered ones; one entry without an id is left out, and said.
     assert remotes["fake"]["left_out"] == MODELS + 6 - CAP
     assert "without a usable id" in remotes["fake"]["error"]
-    assert remotes["box"] == {**remotes["box"], "state": "ok", "models": 1, "api_key": True}
+    assert remotes["box"] == {**remotes["box"], "state": "ok", "models": 2, "api_key": True}
     assert BOX_KEY not in json.dumps(health) and FAKE_KEY not in json.dumps(health)
 
 
@@ -247,6 +254,20 @@ def test_a_remote_tool_call_reaches_each_dialect_as_its_own(first: ServerProcess
     uses = [b for b in message.content if b.type == "tool_use"]
     assert message.stop_reason == "tool_use"
     assert [(u.name, u.input) for u in uses] == [("get_weather", {"city": "Oslo"})]
+
+
+def test_remote_embeddings_pass_through(first: ServerProcess, box: ServerProcess) -> None:
+    texts = ["def add(a, b):", "return a + b"]
+    with _openai(box, BOX_KEY) as client:
+        direct = client.embeddings.create(model="tiny-embed", input=texts)
+    with _openai(first) as client:
+        remote = client.embeddings.create(model="tiny-embed@box", input=texts)
+    assert remote.model == "tiny-embed@box"
+    assert [d.embedding for d in remote.data] == [d.embedding for d in direct.data]
+    assert remote.usage.prompt_tokens == direct.usage.prompt_tokens > 0
+    with ollama.Client(host=first.base_url, timeout=60) as client:
+        embedded = client.embed(model="tiny-embed@box", input=texts)
+    assert [list(v) for v in embedded.embeddings] == [d.embedding for d in direct.data]
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:

@@ -157,6 +157,15 @@ class RemoteTarget(Protocol):
         """
         ...
 
+    async def embed(self, texts: list[str]) -> Embedded:
+        """The remote's ``/v1/embeddings`` for ``texts`` (APIError as :meth:`start`)."""
+        ...
+
+    async def rerank(self, query: str, documents: list[str]) -> Reranked:
+        """The remote's ``/v1/rerank`` scores, in the documents' order (APIError as
+        :meth:`start`)."""
+        ...
+
 
 class RemoteModels(Protocol):
     """Which requests go to a remote server (:class:`engine.server.remote.RemoteCatalog`)."""

@@ -8,11 +8,12 @@ thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 
 from engine.echo import clip
-from engine.models import ModelError, ModelSpec, verify_files
+from engine.models import ModelError, ModelSpec, ModelTask, verify_files
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
@@ -138,7 +139,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
-        spec = await self._encoder(name)
+        spec = await self._encoder(name, "embeddings")
         if spec.task != "embeddings":
             raise APIError(
                 400,
@@ -155,7 +156,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not a reranker.
         """
-        spec = await self._encoder(name)
+        spec = await self._encoder(name, "rerank")
         if spec.task != "rerank":
             raise APIError(
                 400,
@@ -166,9 +167,14 @@ class ModelResolver:
             )
         return spec
 
-    async def _encoder(self, name: str) -> ModelSpec:
+    async def _encoder(self, name: str, task: ModelTask) -> ModelSpec:
         """The encoder ``name`` (no load here: ``Scheduler.embed``/``rerank`` load it in a
-        worker of its own when the request runs)."""
+        worker of its own when the request runs). A remote model whose listing states no
+        task is taken to be ``task``: the remote answers for it."""
+        target = self.remote(name)
+        if target is not None:
+            spec = target.spec
+            return spec if spec.task != "chat" else dataclasses.replace(spec, task=task)
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)

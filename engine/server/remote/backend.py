@@ -34,11 +34,13 @@ from engine.server.errors import APIError
 from engine.server.pipeline.events import Done, Logprobs
 from engine.server.pipeline.request import GenerateRequest
 from engine.server.remote.wire import ChunkReader, error_text, request_body, uses_completions
+from engine.worker.messages import Embedded, Reranked
 
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_BYTES = 64 * 1024  # of a refusal's body read to find its message
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one SSE line (a chunk); a longer one is a broken stream
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # an embeddings or rerank answer
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,77 @@ class RemoteModel:
             raise refusal(self.remote, response.status_code, raw)
         reader = ChunkReader(completions=completions, logprobs=request.logprobs)
         return RemoteStream(self.remote, http, response, reader)
+
+    async def embed(self, texts: list[str]) -> Embedded:
+        """The remote's embeddings of ``texts``, in order.
+
+        Raises:
+            APIError: as :meth:`start`, and 502 when the answer is not OpenAI's shape.
+        """
+        body = await self._post("/embeddings", {"model": self.model, "input": texts})
+        try:
+            items = sorted(body["data"], key=lambda item: int(item["index"]))
+            vectors = [[float(x) for x in item["embedding"]] for item in items]
+            if len(vectors) != len(texts):
+                raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._bad_answer("embeddings", exc) from exc
+        return Embedded(0, vectors, _prompt_tokens(body))
+
+    async def rerank(self, query: str, documents: list[str]) -> Reranked:
+        """The remote's relevance score of each document, in the documents' order.
+
+        Raises:
+            APIError: as :meth:`start`, and 502 when the answer is not the Jina/Cohere shape.
+        """
+        payload = {"model": self.model, "query": query, "documents": documents}
+        body = await self._post("/rerank", payload)
+        scores = [0.0] * len(documents)
+        try:
+            results = body["results"]
+            if len(results) != len(documents):
+                raise ValueError(f"{len(results)} results for {len(documents)} documents")
+            for item in results:
+                scores[int(item["index"])] = float(item["relevance_score"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise self._bad_answer("rerank", exc) from exc
+        return Reranked(0, scores, _prompt_tokens(body))
+
+    async def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST ``payload``, the JSON answer (at most ``MAX_ANSWER_BYTES``)."""
+        async with client(self.remote, self._timeouts) as http:
+            try:
+                async with http.stream("POST", path, json=payload) as response:
+                    raw = await _read_some(response, MAX_ANSWER_BYTES + 1)
+                    status = response.status_code
+            except httpx.HTTPError as exc:
+                raise transport_error(self.remote, exc) from exc
+        if status != 200:
+            raise refusal(self.remote, status, raw)
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise self._bad_answer(path.strip("/"), ValueError("the answer is too large"))
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise self._bad_answer(path.strip("/"), exc) from exc
+        if not isinstance(body, dict):
+            raise self._bad_answer(path.strip("/"), ValueError("not a JSON object"))
+        return body
+
+    def _bad_answer(self, what: str, exc: Exception) -> APIError:
+        return APIError(
+            502,
+            f"remote '{self.remote.name}' answered {what} in a shape that is not OpenAI's: {exc}",
+            code="remote_bad_answer",
+        )
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    value = usage.get("prompt_tokens", usage.get("total_tokens"))
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 async def _read_some(response: httpx.Response, limit: int) -> bytes:
