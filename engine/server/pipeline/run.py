@@ -9,6 +9,7 @@ thread); only :meth:`Generation.cancel` may be called from another thread.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator
@@ -47,6 +48,8 @@ from engine.supervisor.states import STOPPED, EngineUnavailable, RequestFailed
 from engine.worker.messages import Finished, TextDelta, TokenLogprob
 
 logger = logging.getLogger(__name__)
+
+_CLOSING: set[asyncio.Task[None]] = set()  # connections to remotes being let go of
 
 ENGINE_CANCELLED = "the engine cancelled the request (the model was switched or unloaded); retry it"
 
@@ -326,13 +329,26 @@ class RemoteGeneration(Generation):
         self._count_only = count_only
         self._cancel_requested = False
         self._done = False
+        self._iterated = False
         self.tokens = 0
 
+    def close(self) -> None:
+        """As :meth:`Generation.close`; a generation never iterated also lets go of its
+        connection to the remote (on this loop, soon)."""
+        ended = self._done
+        super().close()
+        if not ended and not self._iterated:
+            task = asyncio.get_running_loop().create_task(self._remote.aclose())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
+
     async def _events(self) -> AsyncGenerator[PipelineEvent, None]:
+        self._iterated = True
         try:
             async for event in self._remote:
                 if isinstance(event, Done):
                     self._done = True
+                    await self._remote.aclose()  # before Done: a consumer may stop there
                     done = event
                     if self._cancel_requested:
                         done = dataclasses.replace(event, finish_reason="cancelled")

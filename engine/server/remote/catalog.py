@@ -73,6 +73,7 @@ class RemoteState:
     left_out: int = 0  # models past the cap
     error: str | None = None
     refreshed_at: datetime | None = None
+    changed_at: datetime | None = None  # when its list last changed (Ollama's modified_at)
     next_at: float = 0.0  # time.monotonic() of the next refresh
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,13 +203,16 @@ class RemoteCatalog:
                     len(listed) + left_out,
                     len(listed),
                 )
+            now = datetime.now(timezone.utc)
+            models = tuple(listed)
             new = replace(
                 state,
                 state="ok",
-                models=tuple(listed),
+                models=models,
                 left_out=left_out,
                 error=note,
-                refreshed_at=datetime.now(timezone.utc),
+                refreshed_at=now,
+                changed_at=state.changed_at if models == state.models else now,
             )
         new = replace(new, next_at=time.monotonic() + self._refresh)
         with self._lock:
@@ -359,7 +363,7 @@ def _info(state: RemoteState, listed: Listed) -> ModelInfo:
         path=spec.path,
         format=REMOTE_FORMAT,
         size_bytes=0,
-        modified_at=state.refreshed_at or datetime.now(timezone.utc),
+        modified_at=state.changed_at or datetime.now(timezone.utc),
         context_length=listed.context_length,
         task=listed.task,
         publisher=state.remote.name,

@@ -41,6 +41,7 @@ _FINISH: dict[str, FinishReason] = {
     "eos": "stop",
 }
 MAX_ERROR_TEXT = 500  # characters of a remote's error message passed on
+MAX_CALLS = 128  # tool calls in one reply; more is a broken (or hostile) remote
 
 
 def uses_completions(request: GenerateRequest) -> bool:
@@ -244,6 +245,8 @@ class ChunkReader:
         function = piece.get("function") or {}
         events: list[ReplyEvent] = []
         call = self._calls.get(index)
+        if call is None and (len(self._calls) >= MAX_CALLS or not 0 <= index < MAX_CALLS):
+            raise ValueError(f"tool call index {index}: at most {MAX_CALLS} calls in a reply")
         if call is None:
             name = function.get("name")
             call_id = piece.get("id")
