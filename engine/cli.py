@@ -1,5 +1,7 @@
 """The ``sidelight`` command: ``serve``, ``devices``, the model store's ``pull``, ``convert``,
-``import``, ``list`` and ``rm`` (see ``engine.store.cli``), and (no subcommand) the tray app.
+``import``, ``list`` and ``rm`` (see ``engine.store.cli``), ``agents``, ``remote`` (see
+``engine.remotes.cli``), ``export-ovms`` (``engine.ovms_export``), and (no subcommand) the
+tray app.
 
 This module is the CLI's own output; everything else logs.
 """
