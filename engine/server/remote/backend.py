@@ -121,7 +121,7 @@ class RemoteModel:
         path = "/completions" if completions else "/chat/completions"
         http = client(self.remote, self._timeouts)
         try:
-            response = await http.send(http.build_request("POST", path, json=body), stream=True)
+            response = await _send(http, path, body)
         except httpx.HTTPError as exc:
             await http.aclose()
             raise transport_error(self.remote, exc) from exc
@@ -210,6 +210,16 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
         return 0
     value = usage.get("prompt_tokens", usage.get("total_tokens"))
     return value if isinstance(value, int) and value >= 0 else 0
+
+
+async def _send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST ``body`` as a stream; a refused connection is tried once more (nothing reached
+    the remote, so nothing runs twice). A timeout is not retried: it already took its bound."""
+    try:
+        return await http.send(http.build_request("POST", path, json=body), stream=True)
+    except httpx.ConnectError:
+        logger.debug("connecting to %s failed; trying once more", http.base_url)
+        return await http.send(http.build_request("POST", path, json=body), stream=True)
 
 
 async def _read_some(response: httpx.Response, limit: int) -> bytes:
