@@ -1,7 +1,7 @@
 """Remote servers as model sources, end to end: a second real ``sidelight serve`` (the demo
 model, behind its own API key) and a misbehaving fake remote (tests/server/fake_remote.py)
 registered with ``sidelight remote add`` as remotes of a first server, driven through the
-``openai``, ``anthropic`` and ``ollama`` clients and raw HTTP.
+``openai``, ``anthropic`` and ``ollama`` clients, Claude Code itself and raw HTTP.
 
 A llama-server remote is not tested here: no llama.cpp build is cached on this machine
 (bench/build_llama_cpp.py builds one from the llama-cpp-python sdist; the remote path is
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ import ollama
 import openai
 import pytest
 
+from tests.conftest import ROOT
 from tests.server.fake_remote import MODELS, FakeRemote
 from tests.server.harness import (
     TINY_EMBED,
@@ -268,6 +270,44 @@ def test_remote_embeddings_pass_through(first: ServerProcess, box: ServerProcess
     with ollama.Client(host=first.base_url, timeout=60) as client:
         embedded = client.embed(model="tiny-embed@box", input=texts)
     assert [list(v) for v in embedded.embeddings] == [d.embedding for d in direct.data]
+
+
+CLAUDE_BIN = ROOT / "tests" / "agents" / "claude" / "node_modules" / ".bin"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Claude Code needs Node.js")
+def test_claude_code_uses_the_remote_model(
+    first: ServerProcess, box: ServerProcess, tmp_path: Path
+) -> None:
+    """The issue's "done when": Claude Code on the laptop's server, a model of another
+    Sidelight; it prints what it prints talking to that server directly."""
+    cli = shutil.which("claude", path=str(CLAUDE_BIN))
+    assert cli, "Claude Code is not installed: run python3 packaging/dev.py test (npm ci)"
+
+    def run(base_url: str, token: str, model: str) -> subprocess.CompletedProcess[str]:
+        home, project = tmp_path / model / "home", tmp_path / model / "project"
+        home.mkdir(parents=True)
+        project.mkdir()
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "USERPROFILE": str(home),
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_AUTH_TOKEN": token,
+            "ANTHROPIC_MODEL": model,
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        args = ["-p", "Hello", "--bare", "--tools", "", "--system-prompt", "You are helpful."]
+        return subprocess.run(
+            [cli, *args], cwd=project, env=env, capture_output=True, text=True,
+            encoding="utf-8", timeout=180, check=False,
+        )  # fmt: skip
+
+    remote = run(first.base_url, "sidelight", f"{MODEL}@box")
+    direct = run(box.base_url, BOX_KEY, MODEL)
+    assert remote.returncode == 0 == direct.returncode, remote.stderr + direct.stderr
+    assert remote.stdout == direct.stdout and remote.stdout.strip()
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:
