@@ -1,5 +1,7 @@
 """The ``sidelight`` command: ``serve``, ``devices``, the model store's ``pull``, ``convert``,
-``import``, ``list`` and ``rm`` (see ``engine.store.cli``), and (no subcommand) the tray app.
+``import``, ``list`` and ``rm`` (see ``engine.store.cli``), ``agents``, ``remote`` (see
+``engine.remotes.cli``), ``export-ovms`` (``engine.ovms_export``), and (no subcommand) the
+tray app.
 
 This module is the CLI's own output; everything else logs.
 """
@@ -15,10 +17,12 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from engine.agents_cli import add_agents_command, run_agents_command
+from engine.remotes.cli import add_remote_command, run_remote_command
 from engine.settings import Settings, SettingsError, load_settings
 from engine.store.cli import COMMANDS as STORE_COMMANDS
 from engine.store.cli import add_commands as add_store_commands
@@ -48,8 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         return run_store_command(settings, args)
     if command == "devices":
         return _devices(args)
-    if command == "agents":
-        return run_agents_command(settings, args)
+    settings_commands = {
+        "agents": run_agents_command,
+        "remote": run_remote_command,
+        "export-ovms": _export_ovms,
+    }
+    if command in settings_commands:
+        return settings_commands[command](settings, args)
     if command == "app":
         return _app(settings)
     return _serve(settings, args)
@@ -81,7 +90,48 @@ def _parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print JSON")
     add_store_commands(sub)
     add_agents_command(sub)
+    add_remote_command(sub)
+    export = sub.add_parser(
+        "export-ovms", help="write an OpenVINO Model Server repository for a model (a cluster)"
+    )
+    export.add_argument("model", help="a model id from the store, or an OpenVINO IR folder")
+    export.add_argument("dir", type=Path, help="the repository folder (created; may hold others)")
+    export.add_argument("--name", help="the model's name in OVMS (default: its id)")
+    export.add_argument("--device", help="OVMS's device: CPU, GPU, NPU (default: Sidelight's)")
     return parser
+
+
+def _export_ovms(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.models import ModelError
+    from engine.ovms_export import (
+        OVMS_VERSION,
+        ExportError,
+        ServingOptions,
+        export_ovms,
+        spec_for_export,
+    )
+    from engine.store import ModelStore
+
+    options = ServingOptions(
+        device=args.device or settings.device,
+        kv_cache_gb=settings.kv_cache_gb,
+        kv_cache_precision=settings.cpu.kv_cache_precision,
+        npu_max_prompt_len=settings.npu_max_prompt_len,
+    )
+    try:
+        spec = spec_for_export(ModelStore.from_settings(settings).resolve(args.model))
+        done = export_ovms(spec, args.dir, options, args.name)
+    except (ModelError, ExportError) as exc:
+        print(f"sidelight: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"sidelight: cannot write {args.dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    how = "hard-linked" if done.linked else "copied"
+    print(f"{done.task} model {done.name} {how} into {done.model_dir} (OVMS {OVMS_VERSION})")
+    print(f"config: {done.config}\nKubernetes: {done.manifest}\nrun it:\n  {done.docker_run}")
+    print(f"then: sidelight remote add NAME http://HOST:8000   (its models: {done.name}@NAME)")
+    return 0
 
 
 def _devices(args: argparse.Namespace) -> int:

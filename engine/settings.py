@@ -398,6 +398,22 @@ class Settings:
     load_wait_seconds: float = setting(
         20.0, parse_float, refuse(lambda v: not 0 < v < math.inf, "must be a positive number")
     )
+    # Remote servers (``sidelight remote add``): seconds to connect to one, and the longest
+    # silence while its answer streams (the prefill counts: a slow remote is a 504 past it);
+    # how often each remote's model list is read again, and how many of its models are
+    # taken from one listing (a server listing thousands is cut there, and says so).
+    remote_connect_timeout_seconds: float = setting(
+        5.0, parse_float, refuse(lambda v: not 0 < v <= 600, "must be between 0 and 600")
+    )
+    remote_read_timeout_seconds: float = setting(
+        120.0, parse_float, refuse(lambda v: not 0 < v <= 3600, "must be between 0 and 3600")
+    )
+    remote_refresh_seconds: float = setting(
+        30.0, parse_float, refuse(lambda v: not 0.2 <= v <= 86400, "must be 0.2 to 86400")
+    )
+    remote_max_models: int = setting(
+        256, parse_int, refuse(lambda v: not 1 <= v <= 10000, "must be between 1 and 10000")
+    )
     log_level: str = setting("INFO", parse_text)
     # Model store: a hub token for gated/private repos (None lets huggingface_hub use its
     # own login), and the Python that runs conversions (None: this interpreter). A separate

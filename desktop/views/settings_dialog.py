@@ -1,5 +1,5 @@
 """``SettingsDialog``: server address and key, allowed origins, model folder, default device,
-start at login. Saved to ``config.json`` through ``engine.settings.save_config`` and applied
+start at login, and the remote servers (``RemotesPanel``, saved as they are edited). Saved to ``config.json`` through ``engine.settings.save_config`` and applied
 at once.
 
 When the server's address moves, the new server must listen before anything is kept: the old
@@ -39,7 +39,9 @@ from PySide6.QtWidgets import (
 
 from desktop.autostart import Autostart, set_enabled
 from desktop.controller import Controller, server_error_text
+from desktop.views.remotes_panel import RemotesPanel
 from desktop.views.screen import available_area, line_edit_width
+from engine.remotes.registry import remotes_path
 from engine.settings import (
     DEFAULT_ALLOWED_ORIGINS,
     Settings,
@@ -117,8 +119,11 @@ class SettingsDialog(QDialog):
         )
         self.buttons.accepted.connect(self.save)
         self.buttons.rejected.connect(self.reject)
+        # Remote servers are saved as they are edited (remotes.json), not by Save.
+        self.remotes = RemotesPanel(remotes_path(controller.settings.paths.config_dir))
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.remotes)
         layout.addWidget(self.env_note)
         layout.addWidget(self.error)
         layout.addWidget(self.buttons)

@@ -33,6 +33,7 @@ from engine.runtime.served import ServedEngine
 from engine.server.app import create_app
 from engine.server.monitor import RequestMonitor
 from engine.server.pipeline import Pipeline
+from engine.server.remote import RemoteCatalog
 from engine.server.runner import ServerRunner
 from engine.settings import Settings
 from engine.store import ModelStore
@@ -74,7 +75,9 @@ class Runtime:
         self.scheduler, self.default = engine.scheduler, engine.default
         self.store = ModelStore.from_settings(settings)
         self.monitor = RequestMonitor(self.default.status, keep_bodies=settings.keep_request_bodies)
-        self.pipeline = Pipeline(self.engine, self.store, self.monitor)
+        # Remote servers' models (MODEL@NAME): one catalog, its refresher started by start().
+        self.remotes = RemoteCatalog(settings)
+        self.pipeline = Pipeline(self.engine, self.store, self.monitor, self.remotes)
         self.chores = StartupChores(settings, self.default)
         self._server_lock = threading.Lock()
         self._runner: ServerRunner | None = None
@@ -87,13 +90,16 @@ class Runtime:
     # ---- the engine --------------------------------------------------------------------
 
     def start(self) -> None:
-        """Ready to load models (no worker starts until one is asked for)."""
+        """Ready to load models (no worker starts until one is asked for); the remotes'
+        listings start refreshing in the background."""
         self.scheduler.start()
+        self.remotes.start()
 
     def close(self) -> None:
         """Stop the server, then (when it is this runtime's own) every worker: in-flight
         requests end with an error."""
         self.stop_server()
+        self.remotes.close()
         self._undo_note()
         if self.owns_engine:
             self.default.detach()
@@ -173,7 +179,7 @@ class Runtime:
         old_root = self.store.root.resolve()
         moved = self.settings.paths.models_dir != settings.paths.models_dir
         store = ModelStore.from_settings(settings)
-        pipeline = Pipeline(self.engine, store, self.monitor)
+        pipeline = Pipeline(self.engine, store, self.monitor, self.remotes)
         for model_id, spec in self.pipeline.models.seen.items():  # models loaded from a path
             if not (moved and _under(spec, old_root)):
                 pipeline.models.seen.setdefault(model_id, spec)

@@ -44,6 +44,7 @@ from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
 from engine.server.pipeline.engine import Encoders, EngineLike
+from engine.server.remote.encoders import RemoteEncoders
 from engine.server.request_limit import RequestLimitMiddleware
 from engine.server.rerank.routes import rerank_routes
 from engine.server.responses.routes import responses_routes
@@ -71,10 +72,12 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
     (metrics, the request log) outlive the server. ``engine`` is what ``pipeline`` runs on.
     """
     store, monitor = pipeline.store, pipeline.monitor
+    # Embeddings and rerank of a remote model (MODEL@NAME) go to its server.
+    encoders = RemoteEncoders(engine, pipeline.remotes)
 
     routes = [
-        *health_routes(engine, monitor.speculation),
-        *openai_routes(pipeline, engine),
+        *health_routes(engine, monitor.speculation, pipeline.remotes),
+        *openai_routes(pipeline, encoders),
         *lmstudio_routes(pipeline.models),
         *responses_routes(
             pipeline,
@@ -85,8 +88,8 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
         *monitor_routes(monitor),  # before Ollama's: /api/sidelight/requests
         *model_settings_routes(store),  # /api/sidelight/models/{id}/settings
         *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
-        *rerank_routes(pipeline.resolver, engine),
-        *ollama_routes(OllamaServing(pipeline), engine),  # last: it ends with an /api catch-all
+        *rerank_routes(pipeline.resolver, encoders),
+        *ollama_routes(OllamaServing(pipeline), encoders),  # last: it ends with an /api catch-all
     ]
 
     origins = "^(" + "|".join(settings.allowed_origins) + ")$"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -65,8 +65,18 @@ class HealthSource(Protocol):
     def recent_unloads(self) -> list[UnloadEvent]: ...
 
 
-def health_routes(source: HealthSource, speculation: SpeculationStats) -> list[Route]:
-    """The ``/health`` route over ``source``; ``speculation``: accepted guesses per model."""
+class RemoteHealth(Protocol):
+    """The remote servers' last refreshes (:class:`engine.server.remote.RemoteCatalog`)."""
+
+    def statuses(self) -> dict[str, Any]: ...
+
+
+def health_routes(
+    source: HealthSource, speculation: SpeculationStats, remotes: RemoteHealth | None = None
+) -> list[Route]:
+    """The ``/health`` route over ``source``; ``speculation``: accepted guesses per model;
+    ``remotes``: each remote server and its last refresh (never its key). A remote that
+    is down never makes ``/health`` fail: local serving does not depend on it."""
 
     async def health(request: Request) -> Response:
         if health_status_only(request.scope):
@@ -86,6 +96,8 @@ def health_routes(source: HealthSource, speculation: SpeculationStats) -> list[R
         body["waiting_for_room"] = source.waiting()
         # Why models went away lately (idle, keep_alive, evicted, pressure, crashed).
         body["unloaded_models"] = [event.to_dict() for event in source.recent_unloads()]
+        if remotes is not None:
+            body.update(remotes.statuses())
         return JSONResponse(body, *_code(status))
 
     return [Route("/health", health, methods=["GET"])]

@@ -56,4 +56,7 @@ def model_entry(info: ModelInfo, loaded: Collection[str]) -> dict[str, Any]:
     }
     if info.id in loaded:
         entry["loaded_context_length"] = info.context_length or 0
+    if info.remote is not None:  # served by another server (MODEL@NAME)
+        entry["compatibility_type"] = "remote"
+        entry["remote"] = info.remote
     return entry

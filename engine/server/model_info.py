@@ -64,6 +64,8 @@ class ModelInfo:
     shape: dict[str, int] = field(default_factory=dict)  # embedding_length, block_count, ...
     generation_defaults: dict[str, Any] = field(default_factory=dict)
     stop_strings: tuple[str, ...] = ()
+    # The remote server serving it (``MODEL@NAME``; ``engine.server.remote``), else None.
+    remote: str | None = None
 
     @property
     def digest(self) -> str:
@@ -102,12 +104,27 @@ class StatusSource(Protocol):
     def running(self, model_id: str) -> _Worker | None: ...
 
 
-class ModelDirectory:
-    """The models a request may name, described from their files (cached per mtime)."""
+class RemoteListing(Protocol):
+    """The remote servers' models (:class:`engine.server.remote.RemoteCatalog`)."""
 
-    def __init__(self, engine: StatusSource, store: ModelStore | None) -> None:
+    def infos(self) -> list[ModelInfo]: ...
+
+    def find(self, name: str) -> ModelInfo | None: ...
+
+
+class ModelDirectory:
+    """The models a request may name, described from their files (cached per mtime), then
+    the remote servers' models (``MODEL@NAME``) when ``remotes`` is given."""
+
+    def __init__(
+        self,
+        engine: StatusSource,
+        store: ModelStore | None,
+        remotes: RemoteListing | None = None,
+    ) -> None:
         self.engine = engine
         self.store = store
+        self.remotes = remotes
         # Every model loaded this session, so one loaded from a path stays selectable by id.
         self.seen: dict[str, ModelSpec] = {}
         self._lock = threading.Lock()
@@ -171,7 +188,8 @@ class ModelDirectory:
         if status.model is not None:
             loaded.add(status.model.id)
         ordered = sorted(infos.values(), key=lambda i: (i.id not in loaded, i.id))
-        return [_live(info, self._status_of(info.id, status)) for info in ordered]
+        local = [_live(info, self._status_of(info.id, status)) for info in ordered]
+        return local + (self.remotes.infos() if self.remotes is not None else [])
 
     def _status_of(self, model_id: str, default: EngineStatus) -> EngineStatus:
         """The status of the worker serving ``model_id`` (the default's when none does)."""
@@ -188,6 +206,8 @@ class ModelDirectory:
         spec = self.seen.get(name)
         if info is None and spec is not None:
             info = self._describe_spec(spec, None)
+        if info is None and self.remotes is not None:
+            return self.remotes.find(name)
         return _live(info, self._status_of(info.id, status)) if info is not None else None
 
     def _stored(self) -> list[StoredModel]:

@@ -181,6 +181,10 @@ _SAMPLES: dict[str, tuple[object, str, object]] = {
     "memory_pressure_mb": (-1, "-1", -1),
     "unload_on_battery": (True, "yes", True),
     "load_wait_seconds": (5, "5", 5.0),
+    "remote_connect_timeout_seconds": (2, "2", 2.0),
+    "remote_read_timeout_seconds": (30, "30", 30.0),
+    "remote_refresh_seconds": (10, "10", 10.0),
+    "remote_max_models": (50, "50", 50),
     "log_level": ("DEBUG", "DEBUG", "DEBUG"),
     "hf_token": ("hf_test", "hf_test", "hf_test"),
     "convert_python": (

@@ -130,7 +130,11 @@ def _finish(done: Done, max_tokens: int | None, called: bool, prompt_tokens: int
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": reason, "stop_sequence": sequence},
-        "usage": {"input_tokens": prompt_tokens, "output_tokens": done.usage.completion_tokens},
+        # Done's count is the final one (a remote model's prompt is counted only there).
+        "usage": {
+            "input_tokens": done.usage.prompt_tokens or prompt_tokens,
+            "output_tokens": done.usage.completion_tokens,
+        },
     }
     return [
         protocol.event("message_delta", delta),

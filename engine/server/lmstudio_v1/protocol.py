@@ -214,6 +214,8 @@ def model_entry(info: ModelInfo, loaded_context: int | None) -> dict[str, Any]:
     if not embedding:
         entry["capabilities"] = capabilities(info)
         entry["description"] = None
+    if info.remote is not None:  # served by another server (MODEL@NAME)
+        entry["remote"] = info.remote
     return entry
 
 

@@ -271,7 +271,7 @@ def details(info: ModelInfo) -> dict[str, Any]:
     family = info.architecture or "unknown"
     return {
         "parent_model": "",
-        "format": "gguf" if info.format == "gguf" else "openvino",
+        "format": info.format if info.format in ("gguf", "remote") else "openvino",
         "family": family,
         "families": [family],
         "parameter_size": info.parameter_size,
@@ -286,7 +286,7 @@ def tag_name(model_id: str) -> str:
 
 def tags_entry(info: ModelInfo) -> dict[str, Any]:
     name = tag_name(info.id)
-    return {
+    entry = {
         "name": name,
         "model": name,
         "modified_at": timestamp(info.modified_at),
@@ -294,6 +294,9 @@ def tags_entry(info: ModelInfo) -> dict[str, Any]:
         "digest": info.digest,
         "details": details(info),
     }
+    if info.remote is not None:  # served by another server (MODEL@NAME)
+        entry["remote"] = info.remote
+    return entry
 
 
 # Ollama's expires_at for a model kept loaded forever (a negative keep_alive).

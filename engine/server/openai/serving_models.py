@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.models import ModelError, ModelSpec
-from engine.server.model_info import ModelDirectory
+from engine.server.model_info import ModelDirectory, ModelInfo
 from engine.server.openai import protocol
 from engine.server.pipeline.models import not_found
 from engine.store import StoreError
@@ -33,7 +33,7 @@ class ModelCards:
         cards = await self.all()
         wanted = self._models.canonical(name)
         for card in cards:
-            if card["id"] == wanted:
+            if card["id"].lower() == wanted.lower():  # a remote's ids keep their capitals
                 return card
         raise not_found(name)
 
@@ -74,7 +74,9 @@ class ModelCards:
                     "capabilities": info.get("capabilities"),
                     "status": "unloaded",
                 }
-        return [protocol.model_card(mid, **card) for mid, card in cards.items()]
+        local = [protocol.model_card(mid, **card) for mid, card in cards.items()]
+        remote = models.remotes.infos() if models.remotes is not None else []
+        return local + [_remote_card(info) for info in remote]
 
 
 def _mtime(path: Path) -> int:
@@ -82,6 +84,21 @@ def _mtime(path: Path) -> int:
         return int(path.stat().st_mtime)
     except OSError:
         return protocol.now()
+
+
+def _remote_card(info: ModelInfo) -> dict[str, Any]:
+    """A remote server's model (``MODEL@NAME``): ``owned_by`` and ``remote`` name it."""
+    card = protocol.model_card(
+        info.id,
+        int(info.modified_at.timestamp()),
+        context_length=info.context_length,
+        format="remote",
+        task=info.task,
+        status="remote",
+        remote=info.remote,
+    )
+    card["owned_by"] = f"remote:{info.remote}"
+    return card
 
 
 def _spec_card(spec: ModelSpec) -> dict[str, Any]:

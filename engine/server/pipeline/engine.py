@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.models import ModelSpec
+from engine.parsing import ReplyEvent
 from engine.server.errors import APIError
+from engine.server.model_info import ModelInfo
+from engine.server.pipeline.events import Done, Logprobs
+from engine.server.pipeline.request import GenerateRequest
 from engine.supervisor.states import (
     EngineStatus,
     EngineUnavailable,
@@ -117,6 +121,70 @@ class EngineLike(Protocol):
     def unload(self, model_id: str, reason: str = "unloaded") -> bool:
         """End ``model_id``'s worker now; False while it has a request in flight or when it
         is not loaded (blocks while the worker exits: call it on a thread)."""
+        ...
+
+
+class RemoteStream(Protocol):
+    """An answer another server generates (:class:`engine.server.remote.RemoteStream`):
+    already parsed reply events, then :class:`Done`; a failure mid-stream raises
+    :class:`APIError` naming the remote."""
+
+    def __aiter__(self) -> AsyncIterator[ReplyEvent | Logprobs | Done]: ...
+
+    def cancel(self) -> None:
+        """Stop reading (any thread): the stream ends at its next chunk, cancelled."""
+        ...
+
+    async def aclose(self) -> None:
+        """Free the connection (idempotent)."""
+        ...
+
+
+class RemoteTarget(Protocol):
+    """One model of a remote server, ``MODEL@NAME`` (:class:`engine.server.remote.RemoteModel`)."""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """Its local face: id ``MODEL@NAME``, format ``remote``, nothing on disk."""
+        ...
+
+    async def start(self, request: GenerateRequest) -> RemoteStream:
+        """Send ``request``; returns once the remote accepted it.
+
+        Raises:
+            APIError: unreachable 502, slow 504, the remote's own 4xx (its message after
+                its name), each naming the remote.
+        """
+        ...
+
+    async def embed(self, texts: list[str]) -> Embedded:
+        """The remote's ``/v1/embeddings`` for ``texts`` (APIError as :meth:`start`)."""
+        ...
+
+    async def rerank(self, query: str, documents: list[str]) -> Reranked:
+        """The remote's ``/v1/rerank`` scores, in the documents' order (APIError as
+        :meth:`start`)."""
+        ...
+
+
+class RemoteModels(Protocol):
+    """Which requests go to a remote server (:class:`engine.server.remote.RemoteCatalog`)."""
+
+    def target(self, name: str) -> RemoteTarget | None:
+        """The remote model ``name`` names (``MODEL@NAME`` of a registered remote), else None."""
+        ...
+
+
+class RemoteCatalogLike(RemoteModels, Protocol):
+    """What the pipeline is given for remotes: :class:`RemoteModels` for requests, and the
+    listing :class:`ModelDirectory` adds (:class:`engine.server.remote.RemoteCatalog`)."""
+
+    def infos(self) -> list[ModelInfo]: ...
+
+    def find(self, name: str) -> ModelInfo | None: ...
+
+    def statuses(self) -> dict[str, Any]:
+        """``/health``'s ``remotes``: each remote's last refresh."""
         ...
 
 

@@ -8,15 +8,23 @@ thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 
 from engine.echo import clip
-from engine.models import ModelError, ModelSpec, verify_files
+from engine.models import ModelError, ModelSpec, ModelTask, verify_files
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
-from engine.server.pipeline.engine import EngineLike, ModelEngine, no_room, unavailable
+from engine.server.pipeline.engine import (
+    EngineLike,
+    ModelEngine,
+    RemoteModels,
+    RemoteTarget,
+    no_room,
+    unavailable,
+)
 from engine.store import ModelStore, StoreError
 from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, NoRoom
 
@@ -29,17 +37,38 @@ RETRY_AFTER_SECONDS = 5
 class ModelResolver:
     """Models a request may name: the loaded ones (one may have come from a path) and
     every model in the store; naming a stored model that is not loaded loads it in a worker
-    of its own (the scheduler), beside the others."""
+    of its own (the scheduler), beside the others. A name ``MODEL@NAME`` of a registered
+    remote server (``remotes``) is that server's: :meth:`remote` says so, nothing loads."""
 
     def __init__(
-        self, engine: EngineLike, store: ModelStore | None, models: ModelDirectory
+        self,
+        engine: EngineLike,
+        store: ModelStore | None,
+        models: ModelDirectory,
+        remotes: RemoteModels | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
         self.models = models
+        self.remotes = remotes
+
+    def remote(self, name: str) -> RemoteTarget | None:
+        """The remote model ``name`` names (``MODEL@NAME`` of a registered remote), else
+        None: local models never go this way, whatever their id."""
+        if self.remotes is None or "@" not in name:
+            return None
+        target = self.remotes.target(name)
+        if target is not None:
+            note_model(requested=name)
+            note_model(target.spec.id)
+        return target
 
     async def chat_model(self, name: str) -> ModelSpec:
-        """The spec to generate ``name`` with (see :meth:`chat_engine`)."""
+        """The spec to generate ``name`` with (see :meth:`chat_engine`); a remote model's
+        local face (nothing is loaded here for it)."""
+        target = self.remote(name)
+        if target is not None:
+            return target.spec
         spec, _ = await self.chat_engine(name)
         return spec
 
@@ -110,7 +139,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not an embedding model.
         """
-        spec = await self._encoder(name)
+        spec = await self._encoder(name, "embeddings")
         if spec.task != "embeddings":
             raise APIError(
                 400,
@@ -127,7 +156,7 @@ class ModelResolver:
         Raises:
             APIError: 404 for an unknown name, 400 when ``name`` is not a reranker.
         """
-        spec = await self._encoder(name)
+        spec = await self._encoder(name, "rerank")
         if spec.task != "rerank":
             raise APIError(
                 400,
@@ -138,9 +167,14 @@ class ModelResolver:
             )
         return spec
 
-    async def _encoder(self, name: str) -> ModelSpec:
+    async def _encoder(self, name: str, task: ModelTask) -> ModelSpec:
         """The encoder ``name`` (no load here: ``Scheduler.embed``/``rerank`` load it in a
-        worker of its own when the request runs)."""
+        worker of its own when the request runs). A remote model whose listing states no
+        task is taken to be ``task``: the remote answers for it."""
+        target = self.remote(name)
+        if target is not None:
+            spec = target.spec
+            return spec if spec.task != "chat" else dataclasses.replace(spec, task=task)
         note_model(requested=name)
         self.models.status()  # notes the loaded model (perhaps from a path) in seen
         name = self.models.canonical(name)

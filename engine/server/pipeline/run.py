@@ -16,13 +16,16 @@ from collections.abc import AsyncGenerator
 
 from engine.model_prefs import ModelPrefs
 from engine.models import ModelSpec
-from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
+from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallDelta, ToolCallEnd
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import GenerationTracker, RequestMonitor
 from engine.server.pipeline.engine import (
     EngineLike,
     EngineStream,
+    RemoteCatalogLike,
+    RemoteStream,
+    RemoteTarget,
     engine_failed,
     request_failed,
     unavailable,
@@ -48,6 +51,8 @@ from engine.worker.messages import Finished, TextDelta, TokenLogprob
 
 logger = logging.getLogger(__name__)
 
+_CLOSING: set[asyncio.Task[None]] = set()  # connections to remotes being let go of
+
 ENGINE_CANCELLED = "the engine cancelled the request (the model was switched or unloaded); retry it"
 
 
@@ -62,6 +67,8 @@ class Pipeline:
         store: the model store requests may name models from (``None``: the loaded model
             only).
         monitor: where generations are recorded (default: a monitor of its own).
+        remotes: the remote servers whose models are ``MODEL@NAME`` (None: none); their
+            requests take the same path here, to an OpenAI request instead of a worker.
     """
 
     def __init__(
@@ -69,13 +76,15 @@ class Pipeline:
         engine: EngineLike,
         store: ModelStore | None = None,
         monitor: RequestMonitor | None = None,
+        remotes: RemoteCatalogLike | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
         self.monitor = monitor if monitor is not None else RequestMonitor(engine.status)
+        self.remotes = remotes
         # One record of the models seen, shared by every dialect's model listing.
-        self.models = ModelDirectory(engine, store)
-        self.resolver = ModelResolver(engine, store, self.models)
+        self.models = ModelDirectory(engine, store, remotes)
+        self.resolver = ModelResolver(engine, store, self.models, remotes)
 
     async def resolve_model(self, name: str) -> ModelSpec:
         """The loaded spec for ``name``, loading it when needed (see
@@ -114,6 +123,9 @@ class Pipeline:
     async def _start_once(
         self, request: GenerateRequest, tracker: GenerationTracker, *, retry: bool = True
     ) -> Generation:
+        target = self.resolver.remote(request.model)
+        if target is not None:
+            return await _start_remote(request, target, tracker)
         spec, engine = await self.resolver.chat_engine(request.model)
         tracker.resolved(spec.id)
         request = with_model_defaults(request, await self._prefs(spec))
@@ -171,12 +183,16 @@ class Pipeline:
         """
         counting = dataclasses.replace(request, count_only=True, max_tokens=1)
         generation = await self.start(counting)
+        done: Done | None = None
         try:
-            async for _event in generation:
-                pass  # a count_only request finishes at once: Done, with nothing generated
+            async for event in generation:
+                # A count_only request finishes at once: Done, with nothing generated (a
+                # remote model generates one token; its Done has the remote's count).
+                done = event if isinstance(event, Done) else done
         finally:
             generation.close()
-        return generation.started.prompt_tokens
+        counted = generation.started.prompt_tokens
+        return counted or (done.usage.prompt_tokens if done is not None else 0)
 
     async def collect(self, request: GenerateRequest) -> Reply:
         """The whole answer, parsed.
@@ -233,6 +249,7 @@ class Generation:
     ) -> None:
         self.started = started
         self._stream = stream
+        self._cancel_stream = stream.cancel  # what cancel() and close() stop
         self._tracker = tracker
         self._reader = ReplyReader(plan, opens_reasoning)
         self._logprobs = logprobs
@@ -244,7 +261,7 @@ class Generation:
         """Stop generating (any thread). A consumer that reads on gets what was generated,
         then ``Done`` with ``finish_reason="cancelled"``."""
         self._cancel_requested = True
-        self._stream.cancel()
+        self._cancel_stream()
 
     def close(self) -> None:
         """End the request if it has not ended: cancelled in the engine and in the monitor
@@ -253,7 +270,7 @@ class Generation:
         Threading: the loop running the generation (the tracker is that loop's)."""
         if not self._done:
             self._done = True
-            self._stream.cancel()
+            self._cancel_stream()
             self._tracker.cancelled()  # the first end counts: after Done or a failure, nothing
 
     def __aiter__(self) -> AsyncGenerator[PipelineEvent, None]:
@@ -302,6 +319,80 @@ class Generation:
         if event.finish_reason == "stop" and self._reader.called:
             return "tool_calls"
         return event.finish_reason
+
+
+class RemoteGeneration(Generation):
+    """A generation another server runs (``MODEL@NAME``): its events arrive parsed, so no
+    reply parser runs here; the rest is :class:`Generation`'s (cancel, close, the monitor,
+    a failure mid-stream raised as the remote's :class:`APIError`). ``started`` names the
+    local id with a prompt size of 0: the remote counts it, in :class:`Done`'s usage.
+    ``count_only``: only the :class:`Done` is yielded.
+    """
+
+    def __init__(
+        self, remote: RemoteStream, started: Started, tracker: GenerationTracker, count_only: bool
+    ) -> None:
+        self.started = started
+        self._cancel_stream = remote.cancel
+        self._remote = remote
+        self._tracker = tracker
+        self._count_only = count_only
+        self._cancel_requested = False
+        self._done = False
+        self._iterated = False
+        self.tokens = 0
+
+    def close(self) -> None:
+        """As :meth:`Generation.close`; a generation never iterated also lets go of its
+        connection to the remote (on this loop, soon)."""
+        ended = self._done
+        super().close()
+        if not ended and not self._iterated:
+            task = asyncio.get_running_loop().create_task(self._remote.aclose())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
+
+    async def _events(self) -> AsyncGenerator[PipelineEvent, None]:
+        self._iterated = True
+        try:
+            async for event in self._remote:
+                if isinstance(event, Done):
+                    self._done = True
+                    await self._remote.aclose()  # before Done: a consumer may stop there
+                    done = event
+                    if self._cancel_requested:
+                        done = dataclasses.replace(event, finish_reason="cancelled")
+                    self._tracker.finished(done)
+                    yield done
+                    return
+                if self._count_only:
+                    continue
+                if isinstance(event, ContentDelta | ReasoningText | ToolCallDelta):
+                    self.tokens += 1  # a piece, the remote's token count comes with Done
+                    self._tracker.generated(self.tokens)
+                yield event
+            raise APIError(502, "the remote ended the request without a result")
+        except APIError as exc:
+            self._tracker.failed(exc.status, exc.message)
+            raise
+        finally:
+            if not self._done:
+                self._remote.cancel()
+                self._tracker.cancelled()
+            await self._remote.aclose()
+
+
+async def _start_remote(
+    request: GenerateRequest, target: RemoteTarget, tracker: GenerationTracker
+) -> Generation:
+    """Send ``request`` to a remote server; the same monitor record as a local request."""
+    spec = target.spec
+    tracker.resolved(spec.id)
+    tracker.submitted()
+    stream = await target.start(request)  # APIError naming the remote
+    tracker.accepted(0)
+    logger.debug("%s request on %s (remote)", request.dialect, spec.id)
+    return RemoteGeneration(stream, Started(spec.id, 0), tracker, request.count_only)
 
 
 def _items(logprobs: tuple[TokenLogprob, ...]) -> tuple[tuple[str, float], ...]:
