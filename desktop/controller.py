@@ -37,7 +37,7 @@ from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
 from engine.devices import DeviceInfo, discover_devices
-from engine.models import DEMO_MODEL_ID, ModelError, ModelSpec, spec_from_path
+from engine.models import DEMO_MODEL_ID, GENERATIVE_TASKS, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
 from engine.runtime import Runtime, ServedEngine, TuneDisturbed, tune_timing
 from engine.server.monitor import RequestMonitor
@@ -428,12 +428,15 @@ class Controller(QObject):
         choices.extend(
             ModelChoice(
                 id=m.id,
-                label=m.manifest.name,
+                # The picker marks the models that see (the chat window sends no images yet).
+                label=f"{m.manifest.name} (sees images)"
+                if m.manifest.task == "vision"
+                else m.manifest.name,
                 path=m.path,
                 devices=tuple(d.upper() for d in m.manifest.devices),
             )
             for m in stored
-            if m.manifest.task == "chat"
+            if m.manifest.task in GENERATIVE_TASKS
         )
         if choices != self._models:
             self._models = choices

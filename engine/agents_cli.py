@@ -81,7 +81,9 @@ def _chat_models(base_url: str, api_key: str | None) -> list[dict[str, Any]]:
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ValueError("GET /v1/models did not answer a model list")
-    return [e for e in entries if isinstance(e, dict) and e.get("task", "chat") == "chat"]
+    return [
+        e for e in entries if isinstance(e, dict) and e.get("task", "chat") in ("chat", "vision")
+    ]
 
 
 def _pick(models: list[dict[str, Any]], wanted: str | None) -> dict[str, Any] | None:

@@ -40,8 +40,24 @@ JSON_FILES = (
     "special_tokens_map.json",
     "chat_template.json",
     "openvino_config.json",
+    "preprocessor_config.json",  # vision-language models: how images are sized
+    "processor_config.json",
 )
-IR_STEMS = ("openvino_model", "openvino_tokenizer", "openvino_detokenizer")
+IR_STEMS = (
+    "openvino_model",
+    "openvino_tokenizer",
+    "openvino_detokenizer",
+    # A vision-language export (optimum-intel's image-text-to-text): the language model,
+    # the vision encoder, the text embeddings and each family's merger or resampler.
+    "openvino_language_model",
+    "openvino_vision_embeddings_model",
+    "openvino_text_embeddings_model",
+    "openvino_vision_embeddings_merger_model",
+    "openvino_vision_embeddings_pos_model",
+    "openvino_resampler_model",
+    "openvino_multi_modal_projector_model",
+    "openvino_vision_projection_model",
+)
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 64
 

@@ -28,10 +28,18 @@ GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "
 
 DEMO_MODEL_ID = "sidelight-demo"
 
-ModelTask = Literal["chat", "embeddings", "rerank"]
-"""What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder) or
-``/v1/rerank`` (a cross-encoder); the wire and manifest value is the string."""
-TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank")
+ModelTask = Literal["chat", "embeddings", "rerank", "vision"]
+"""What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder),
+``/v1/rerank`` (a cross-encoder) or chat with images (a vision-language model: generative,
+it also reads images); the wire and manifest value is the string."""
+TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank", "vision")
+GENERATIVE_TASKS: frozenset[ModelTask] = frozenset({"chat", "vision"})
+"""The tasks chat, completions and every generating dialect serve."""
+
+# An optimum-intel ``image-text-to-text`` export: the language model and the vision encoder
+# beside each other (plus a text-embeddings model, and per family a merger/resampler).
+VLM_LANGUAGE_MODEL = "openvino_language_model.xml"
+VLM_VISION_MODEL = "openvino_vision_embeddings_model.xml"
 
 # Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
 _GENAI_KEYS = (
@@ -143,23 +151,31 @@ def verify_files(spec: ModelSpec) -> None:
         raise ModelError(str(exc)) from exc
 
 
+def is_vlm_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a vision-language export (language + vision models)."""
+    return (folder / VLM_LANGUAGE_MODEL).is_file() and (folder / VLM_VISION_MODEL).is_file()
+
+
 def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
-    missing = [
-        name
-        for name in (
-            "openvino_model.xml",
-            "openvino_model.bin",
-            "openvino_tokenizer.xml",
-            "openvino_detokenizer.xml",
-        )
-        if not (folder / name).is_file()
-    ]
+    vlm = is_vlm_folder(folder)
+    main = VLM_LANGUAGE_MODEL if vlm else "openvino_model.xml"
+    needed = [main, main.removesuffix(".xml") + ".bin"]
+    if vlm:
+        needed += [VLM_VISION_MODEL, VLM_VISION_MODEL.removesuffix(".xml") + ".bin"]
+    needed += ["openvino_tokenizer.xml", "openvino_detokenizer.xml"]
+    missing = [name for name in needed if not (folder / name).is_file()]
     if missing:
         raise ModelError(
             f"{folder.name} is not an OpenVINO IR model folder (missing {', '.join(missing)})"
         )
     config = read_json(folder / "config.json")
-    context = _first_int(config, "max_position_embeddings", "n_positions", "max_sequence_length")
+    if vlm and not isinstance(config.get("vision_config"), dict):
+        raise ModelError(
+            f"{folder.name}: a vision-language folder needs a config.json with 'vision_config'"
+        )
+    text_config = config.get("text_config")
+    sizes = {**text_config, **config} if isinstance(text_config, dict) else config
+    context = _first_int(sizes, "max_position_embeddings", "n_positions", "max_sequence_length")
     return ModelSpec(
         id=model_id,
         path=folder,
@@ -240,11 +256,14 @@ def _genai_gguf_problem(header: GGUFHeader, arch: str) -> str | None:
 def task_from_config(config: dict[str, Any]) -> ModelTask:
     """What a transformers ``config.json`` says a model serves.
 
-    A causal LM chats; a sequence classifier with one label is a cross-encoder reranker
+    A config with a ``vision_config`` is a vision-language model (it chats and sees); a
+    causal LM chats; a sequence classifier with one label is a cross-encoder reranker
     (its one logit scores a query-document pair); any other architecture is an encoder used
     for embeddings. A config that names no architecture is taken for a chat model (the one
     Sidelight writes beside an imported GGUF names none).
     """
+    if isinstance(config.get("vision_config"), dict):
+        return "vision"
     architectures = [str(a) for a in config.get("architectures") or []]
     if not architectures or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return "chat"

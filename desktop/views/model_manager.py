@@ -54,7 +54,7 @@ from desktop.views.installed_models import (
     tree_widget,
 )
 from desktop.views.screen import fit_to_screen
-from engine.models import ModelError
+from engine.models import GENERATIVE_TASKS, ModelError
 from engine.store import StoredModel, StoreError
 from engine.store.catalog import Catalog, CatalogEntry, Fit, MachineInfo
 from engine.store.convert import ConvertRequest, ConvertToolsMissing, check_tools
@@ -520,7 +520,7 @@ class ModelManager(QDialog):
 
     def _added(self, stored: StoredModel) -> str:
         added = f"Added {stored.id} ({human_size(stored.manifest.size_bytes)})."
-        if stored.manifest.task == "chat":
+        if stored.manifest.task in GENERATIVE_TASKS:
             return f"{added} Click Use to chat with it."
         return f"{added} Apps can use it through the API."
 

@@ -40,12 +40,16 @@ def lmstudio_routes(models: ModelDirectory) -> list[Route]:
     ]
 
 
+# LM Studio's model types: a vision-language model is "vlm" (clients enable images by it).
+_TYPES = {"embeddings": "embeddings", "vision": "vlm"}
+
+
 def model_entry(info: ModelInfo, loaded: Collection[str]) -> dict[str, Any]:
     """One model in LM Studio's shape (``loaded``: the ids loaded now, each in a worker)."""
     entry: dict[str, Any] = {
         "id": info.id,
         "object": "model",
-        "type": "embeddings" if info.task == "embeddings" else "llm",
+        "type": _TYPES.get(info.task, "llm"),
         "publisher": info.publisher,
         "arch": info.architecture or "unknown",
         "compatibility_type": "gguf" if info.format == "gguf" else "openvino",

@@ -54,8 +54,12 @@ def add_commands(sub: Any) -> None:
         "--force", action="store_true", help="convert even if it looks too big for this machine"
     )
 
-    imp = sub.add_parser("import", help="add a local .gguf file to the store")
-    imp.add_argument("file", type=Path, help="a .gguf file (llama, qwen2, qwen3)")
+    imp = sub.add_parser("import", help="add a local .gguf file or OpenVINO IR folder to the store")
+    imp.add_argument(
+        "file",
+        type=Path,
+        help="a .gguf file (llama, qwen2, qwen3) or an OpenVINO IR folder (a copy is stored)",
+    )
     imp.add_argument("--id", dest="model_id", help="the id to store it under")
     imp.add_argument(
         "--save-ir", action="store_true", help="also save an OpenVINO IR for faster loads"
@@ -300,7 +304,17 @@ def _convert(store: ModelStore, settings: Settings, args: argparse.Namespace) ->
 
 def _import(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:
     from engine.store.gguf_import import import_gguf
+    from engine.store.ir_import import import_ir_folder
 
+    if args.file.is_dir():
+        folder = _run_with_progress(
+            f"importing {args.file.name}",
+            lambda progress, cancel: import_ir_folder(
+                store, args.file, model_id=args.model_id, progress=progress, cancel=cancel
+            ),
+        )
+        print(f"added {folder.id} (ir, {_size(folder.manifest.size_bytes)})")
+        return 0
     model = _run_with_progress(
         f"importing {args.file.name}",
         lambda progress, cancel: import_gguf(

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from engine.models import ModelError, spec_from_path, task_from_config
+from engine.models import GENERATIVE_TASKS, ModelError, spec_from_path, task_from_config
 from engine.store.convert_child import recipe_args
 from engine.store.errors import Cancelled, StoreError, disk_errors
 from engine.store.facts import folder_size, ir_facts
@@ -394,6 +394,8 @@ def _task(request: ConvertRequest, endpoint: str | None, token: str | None) -> s
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"cannot read {request.source}'s config.json: {exc}") from exc
     architectures = [str(a) for a in config.get("architectures") or []]
+    if task_from_config(config) == "vision":
+        return "image-text-to-text"  # a vision-language model: language + vision encoders
     if any(
         a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
         for a in architectures
@@ -453,7 +455,7 @@ def _cleanup(staging: Path) -> None:
 def _manifest(model_id: str, staging: Path, request: ConvertRequest) -> Manifest:
     facts = ir_facts(staging)
     context, arch = None, None
-    if facts.task == "chat":
+    if facts.task in GENERATIVE_TASKS:
         try:
             spec = spec_from_path(staging, model_id=model_id)
         except ModelError as exc:

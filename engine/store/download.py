@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.models import ModelError, read_json, spec_from_path
+from engine.models import GENERATIVE_TASKS, ModelError, read_json, spec_from_path
 from engine.store.catalog import CatalogEntry
 from engine.store.errors import (
     Cancelled,
@@ -180,6 +180,9 @@ def _fetch_all(
 def _check_servable(listing: RepoListing) -> None:
     if listing.has("openvino_model.xml") and listing.has("openvino_model.bin"):
         return
+    vlm = ("openvino_language_model", "openvino_vision_embeddings_model")
+    if all(listing.has(f"{stem}.xml") and listing.has(f"{stem}.bin") for stem in vlm):
+        return  # a vision-language export (image-text-to-text)
     if any(f.path.endswith(".gguf") for f in listing.files):
         raise StoreError(
             f"{listing.repo} holds GGUF files, not an OpenVINO model: download the .gguf you "
@@ -348,7 +351,7 @@ def _hash_file(path: Path, digest: Any, meter: ByteMeter) -> str:
 
 def _manifest(model_id: str, staging: Path, listing: RepoListing, request: PullRequest) -> Manifest:
     facts = ir_facts(staging)
-    if facts.task == "chat":
+    if facts.task in GENERATIVE_TASKS:
         try:
             spec = spec_from_path(staging, model_id=model_id)
         except ModelError as exc:

@@ -59,11 +59,15 @@ def ir_facts(folder: Path) -> ModelFacts:
     recipe = {k: quant[k] for k in ("bits", "sym", "group_size", "ratio") if k in quant}
     if recipe:
         details["quantization"] = recipe
+    capabilities = template_capabilities(template)
+    if task == "vision":
+        capabilities["vision"] = True  # the manifest says it sees (clients enable images)
+        devices = ("CPU", "GPU")  # served by continuous batching only (not the NPU yet)
     return ModelFacts(
         weights=weights,
         devices=devices,
         task=task,
-        capabilities=template_capabilities(template),
+        capabilities=capabilities,
         details=details,
     )
 
@@ -100,7 +104,10 @@ def _ir_weights(folder: Path, quant: dict[str, Any]) -> tuple[str | None, bool]:
     if isinstance(bits, int):
         channel_wise_sym = bool(quant.get("sym")) and quant.get("group_size") == -1
         return f"int{bits}", channel_wise_sym
-    return _scan_xml_weights(folder / "openvino_model.xml"), False
+    main = folder / "openvino_model.xml"
+    if not main.is_file():  # a vision-language export: its language model holds the weights
+        main = folder / "openvino_language_model.xml"
+    return _scan_xml_weights(main), False
 
 
 def _scan_xml_weights(xml: Path) -> str | None:

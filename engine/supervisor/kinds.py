@@ -62,15 +62,22 @@ def _encoder(task: ModelTask) -> ModelKind:
     )
 
 
-KINDS: Final[dict[ModelTask, ModelKind]] = {
-    "chat": ModelKind(
-        task="chat",
+def _generator(task: ModelTask) -> ModelKind:
+    """A generating model (chat, vision-language): loads at start, its client times it."""
+    return ModelKind(
+        task=task,
         loads_at_start=True,
         serving_states=frozenset({READY, ERROR}),
         idle_timer="client",
         kv_cache=True,
         loads_on_cpu_tune=True,
-    ),
+    )
+
+
+KINDS: Final[dict[ModelTask, ModelKind]] = {
+    "chat": _generator("chat"),
+    # A vision-language model: the continuous-batching worker with images beside text.
+    "vision": _generator("vision"),
     "embeddings": _encoder("embeddings"),
     "rerank": _encoder("rerank"),
 }

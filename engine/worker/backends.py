@@ -53,6 +53,7 @@ from engine.worker.messages import (
 )
 from engine.worker.prepare import PreparedRequest, RequestError, find_fim_tokens, prepare
 from engine.worker.textstream import IncrementalDetokenizer
+from engine.worker.vision import ImageTokens, to_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +201,10 @@ class Backend:
         self.speculation: Speculation = "off"
         self.speculative_tokens = 4
         self.max_ngram_size = 3
+        # A vision-language model's image-token rule (set by the worker; None: text only),
+        # and the most images one request may carry (NPU: one; None: the server's limit).
+        self.image_tokens: ImageTokens | None = None
+        self.max_images: int | None = None
         # After a failed step: requests that had produced nothing, for the next backend.
         self.survivors: list[_Active] = []
         # Requests whose grammar the probe is compiling, by grammar key, oldest first.
@@ -225,6 +230,12 @@ class Backend:
     def _prepare(self, request: GenerationRequest) -> _Active | RequestRejected:
         """The request's running state, or why it cannot run (never raises)."""
         rid = request.request_id
+        if self.max_images is not None and len(request.images) > self.max_images:
+            message = (
+                f"this model takes at most {self.max_images} image(s) a request on this "
+                f"device; the request has {len(request.images)}"
+            )
+            return RequestRejected(rid, "invalid_request", message, "messages")
         try:
             prepared = prepare(
                 request,
@@ -234,6 +245,7 @@ class Backend:
                 self.fim_tokens,
                 self.encoding_limit,
                 self.prompt_limit,
+                self.image_tokens,
             )
             detok = IncrementalDetokenizer(
                 self.tokenizer, request.stop, self.hidden_ids, self.byte_table
@@ -260,11 +272,11 @@ class Backend:
                     return _grammar_rejected(rid, constraint.param, verdict.error)
                 _drop_lazy_grammar(prepared, verdict.error)
         accepted = RequestAccepted(
-            rid, len(prepared.prompt_ids), prepared.max_tokens, prepared.opens_reasoning
+            rid, prepared.prompt_tokens, prepared.max_tokens, prepared.opens_reasoning
         )
         return _Active(
             rid,
-            len(prepared.prompt_ids),
+            prepared.prompt_tokens,
             detok,
             prepared,
             accepted,
@@ -463,10 +475,17 @@ class BatchedBackend(Backend):
     def _add(self, state: _Active) -> list[Event]:
         """Put ``state`` in the pipeline; its acceptance, or how it ended, as events."""
         rid = state.request_id
+        prepared = state.prepared
         try:
-            state.handle = self._pipe.add_request(
-                rid, _tensor(state.prepared.prompt_ids), state.prepared.config
-            )
+            if prepared.prompt_text is not None:  # a vision-language model: text and images
+                images = [to_tensor(image) for image in prepared.images]
+                state.handle = self._pipe.add_request(
+                    rid, prepared.prompt_text, images, prepared.config
+                )
+            else:
+                state.handle = self._pipe.add_request(
+                    rid, _tensor(prepared.prompt_ids), prepared.config
+                )
         except Exception as exc:
             logger.exception("add_request failed")
             return [_ended(state, "internal", f"engine error: {short_error(exc)}")]
@@ -624,7 +643,8 @@ def _finish_reason(value: Any) -> FinishReason | None:
 
 
 class SerialBackend(Backend):
-    """One request at a time through ``LLMPipeline`` (NPU's static-shape pipeline)."""
+    """One request at a time through ``LLMPipeline`` (NPU's static-shape pipeline), or a
+    vision-language model's ``VLMPipeline`` (prompt text and images, NPU: one image)."""
 
     name = "serial"
 
@@ -692,7 +712,11 @@ class SerialBackend(Backend):
                 pass
 
         try:
-            self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
+            if prepared.prompt_text is not None:  # VLMPipeline: the prompt and its images
+                images = [to_tensor(image) for image in prepared.images]
+                self._pipe.generate(prepared.prompt_text, images, prepared.config, _Streamer())
+            else:
+                self._pipe.generate(_tensor(prepared.prompt_ids), prepared.config, _Streamer())
             events = self._ending(state)
         except PIPE_ERRORS:
             raise  # the server is gone: nothing left to tell

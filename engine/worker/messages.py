@@ -78,6 +78,17 @@ class OutputConstraint:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """One image of a request, decoded and checked by the server (engine.server.images):
+    8-bit RGB, row-major, ``width * height * 3`` bytes. Plain bytes so it pickles cheaply;
+    the worker makes the ``ov.Tensor`` (NHWC, uint8) GenAI takes."""
+
+    width: int
+    height: int
+    rgb: bytes
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One generation: either chat ``messages`` (templated in the worker) or a raw ``prompt``.
 
@@ -89,6 +100,8 @@ class GenerationRequest:
     ``count_only`` templates and tokenizes the prompt without generating: the worker answers
     :class:`RequestAccepted` (the prompt's size) and :class:`Finished` at once, and the
     prompt need not fit the context (Anthropic's ``count_tokens``).
+    ``images`` (vision-language models): every image of the request in order; a message
+    names its own by index in ``message["images"]`` (placed before its text).
     """
 
     request_id: int = 0
@@ -108,6 +121,7 @@ class GenerationRequest:
     # For the client, not the worker: how long the model stays loaded once idle after this
     # request (seconds; math.inf: forever; None: unchanged). Set when the request is queued.
     keep_alive: float | None = None
+    images: tuple[ImageInput, ...] = ()
 
 
 # ---- commands: server -> worker ----------------------------------------------------------

@@ -21,7 +21,8 @@ from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
 from engine.worker.jinja_template import TemplateRefused, render_chat
 from engine.worker.json_grammar import compact_json_grammar
-from engine.worker.messages import GenerationRequest, OutputConstraint, RejectCode
+from engine.worker.messages import GenerationRequest, ImageInput, OutputConstraint, RejectCode
+from engine.worker.vision import TAG_PREFIX, ImageTokens, image_tag, with_image_tags, without_tags
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,16 @@ class PreparedRequest:
     config: Any  # openvino_genai.GenerationConfig
     opens_reasoning: bool = False
     grammar_key: str | None = None  # the constraint's grammar (see structured_config)
+    # A vision-language model's request: the templated prompt with image tags (what
+    # add_request takes), its images and the tokens they cost (engine.worker.vision).
+    prompt_text: str | None = None
+    images: tuple[ImageInput, ...] = ()
+    image_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt's tokens, its images' included."""
+        return len(self.prompt_ids) + self.image_tokens
 
 
 # Fill-in-the-middle token triples (prefix, suffix, middle) of the model families that have them.
@@ -88,8 +99,13 @@ def prepare(
     fim_tokens: tuple[str, str, str] | None = None,
     encoding_limit: int | None = None,
     prompt_limit: int | None = None,
+    image_tokens: ImageTokens | None = None,
 ) -> PreparedRequest:
     """Template, tokenize and size-check a request.
+
+    ``image_tokens`` is a vision-language model's image-token rule (None: the model reads
+    text only, and a request with images is refused): the prompt keeps GenAI's image tags,
+    which the text cannot hold, and its images count toward its tokens.
 
     Raises:
         RequestError: the prompt cannot be templated, the model has no FIM tokens for a
@@ -111,12 +127,21 @@ def prepare(
             f"max_tokens must be a positive integer below 2**64, got {request.max_tokens}",
             "max_tokens",
         )
+    images = request.images
+    if image_tokens is None and images:
+        raise RequestError("invalid_request", "this model cannot see images", "messages")
+    if image_tokens is not None:
+        _check_no_image_tags(request)
     text, add_special = _prompt_text(request, tokenizer, fim_tokens)
-    prompt_ids = _encode(tokenizer, text, add_special, encoding_limit)
+    if images and request.messages is None:
+        text = "".join(image_tag(i) for i in range(len(images))) + text
+    counted = without_tags(text, len(images)) if images else text
+    prompt_ids = _encode(tokenizer, counted, add_special, encoding_limit) if counted else []
     opens_reasoning = request.messages is not None and text.rstrip().endswith("<think>")
-    if not prompt_ids:
+    if not prompt_ids and not images:
         raise RequestError("invalid_request", "the prompt is empty", "messages")
-    prompt_tokens = len(prompt_ids)
+    pictures = sum(image_tokens(i.width, i.height) for i in images) if image_tokens else 0
+    prompt_tokens = len(prompt_ids) + pictures
     context_length = _request_context(context_length, request.context_limit)
     if not request.count_only:
         _check_prompt_limit(prompt_tokens, prompt_limit)
@@ -132,7 +157,25 @@ def prepare(
     else:
         max_tokens = completion_room(request.max_tokens, prompt_tokens, context_length)
     config, grammar_key = _config(request, base_config, max_tokens)
-    return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
+    if image_tokens is None:
+        return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
+    config.apply_chat_template = False  # templated above, tags and all
+    return PreparedRequest(
+        prompt_ids, max_tokens, config, opens_reasoning, grammar_key, text, images, pictures
+    )
+
+
+def _check_no_image_tags(request: GenerationRequest) -> None:
+    """Text that spells GenAI's image tag would take another image's place: refused."""
+    for param, value in (("messages", request.messages), ("prompt", request.prompt)):
+        for text in _strings(value):
+            if TAG_PREFIX in text:
+                raise RequestError(
+                    "invalid_request",
+                    f"{param} holds the text {TAG_PREFIX!r}, which this model reserves for "
+                    "images; remove it",
+                    param,
+                )
 
 
 def completion_room(wanted: int | None, prompt_tokens: int, context_length: int | None) -> int:
@@ -188,7 +231,7 @@ def _prompt_text(
     if request.messages is not None:
         try:
             text = tokenizer.apply_chat_template(
-                request.messages,
+                with_image_tags(request.messages),
                 add_generation_prompt=True,
                 tools=request.tools or None,
                 extra_context=request.chat_template_kwargs or None,
@@ -197,7 +240,7 @@ def _prompt_text(
             try:
                 text = render_chat(
                     tokenizer,
-                    request.messages,
+                    with_image_tags(request.messages),
                     tools=request.tools or None,
                     extra_context=request.chat_template_kwargs or None,
                     genai_error=exc,

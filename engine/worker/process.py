@@ -29,7 +29,7 @@ from engine.worker.bytelevel import verified_byte_table
 from engine.worker.embeddings import EmbeddingRunner, EmbedJob, EmbedRefused
 from engine.worker.errors import PIPE_ERRORS, load_failure, short_error
 from engine.worker.grammar_probe import GrammarProbe
-from engine.worker.load_plan import plan_load
+from engine.worker.load_plan import is_device, plan_load
 from engine.worker.messages import (
     Cancel,
     Command,
@@ -54,6 +54,7 @@ from engine.worker.messages import (
 )
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
 from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
+from engine.worker.vision import image_token_counter
 
 logger = logging.getLogger(__name__)
 
@@ -359,6 +360,8 @@ class Worker:
         backend.stop_on(declared_eos_ids(spec.path, _model_format(spec.format)))
         if spec.path.is_dir():
             backend.byte_table = verified_byte_table(spec.path, backend.tokenizer)
+        if spec.task == "vision":
+            backend.image_tokens = image_token_counter(spec.path)
         logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")
         self._backend = backend
         self._loaded = command
@@ -413,6 +416,13 @@ def _build_backend(command: LoadModel) -> Backend:
         plan.cache_size_gb,
     )
     properties: dict[str, Any] = dict(plan.properties)
+    if spec.task == "vision" and plan.kind == "serial":
+        # GenAI's NPU path for a vision-language model: VLMPipeline, one image a request.
+        vlm = ov_genai.VLMPipeline(str(spec.path), command.device, **properties)
+        serial_vlm = SerialBackend(vlm, plan.context_length)
+        serial_vlm.prompt_limit = plan.prompt_limit
+        serial_vlm.max_images = 1 if is_device(command.device, "NPU") else None
+        return serial_vlm
     if plan.kind == "serial":
         pipe = ov_genai.LLMPipeline(str(spec.path), command.device, **properties)
         serial = SerialBackend(pipe, plan.context_length)
@@ -422,7 +432,9 @@ def _build_backend(command: LoadModel) -> Backend:
     scheduler.enable_prefix_caching = True
     scheduler.cache_size = plan.cache_size_gb
     scheduler.dynamic_split_fuse = True
-    speculation = _speculation(command)
+    # GenAI 2026.4 does not pass a VLM prompt's ids to prompt lookup (add_request with
+    # images): a vision-language model runs without speculation.
+    speculation: Speculation = "off" if spec.task == "vision" else _speculation(command)
     pipe = None
     if speculation == "draft" and command.draft_path is not None:
         draft_device = command.draft_device or command.device

@@ -89,3 +89,62 @@ def test_folder_without_model_files(tmp_path: Path) -> None:
 def test_config_json_that_is_not_utf8_reads_as_empty(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_bytes(b'{"model_type": "qwen2\xff\xfe"}')
     assert read_json(tmp_path / "config.json") == {}
+
+
+def _vlm_folder(tmp_path: Path, config: dict[str, object]) -> Path:
+    """A folder shaped like optimum-intel's image-text-to-text export (files' names only)."""
+    import json
+
+    for stem in (
+        "openvino_language_model",
+        "openvino_vision_embeddings_model",
+        "openvino_text_embeddings_model",
+    ):
+        (tmp_path / f"{stem}.xml").write_text("<net/>")
+        (tmp_path / f"{stem}.bin").write_bytes(b"")
+    for name in ("openvino_tokenizer.xml", "openvino_detokenizer.xml"):
+        (tmp_path / name).write_text("<net/>")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_a_vision_language_folder_is_a_vision_model(tmp_path: Path) -> None:
+    config = {
+        "model_type": "qwen2_vl",
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "vision_config": {"depth": 2},
+        "text_config": {"max_position_embeddings": 4096, "num_hidden_layers": 2},
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 64,
+    }
+    spec = spec_from_path(_vlm_folder(tmp_path, config))
+    assert (spec.task, spec.format, spec.architecture) == ("vision", "ir", "qwen2_vl")
+    assert spec.context_length == 4096
+
+
+def test_a_vision_language_folder_needs_its_vision_config_and_files(tmp_path: Path) -> None:
+    folder = _vlm_folder(tmp_path, {"model_type": "qwen2_vl"})
+    with pytest.raises(ModelError, match=r"needs a config\.json with 'vision_config'"):
+        spec_from_path(folder)
+    (folder / "openvino_vision_embeddings_model.bin").unlink()
+    with pytest.raises(ModelError, match=r"missing openvino_vision_embeddings_model\.bin"):
+        spec_from_path(folder)
+
+
+TINY_VLM = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-vlm"
+
+
+@pytest.mark.skipif(not TINY_VLM.is_dir(), reason="the tiny vision fixture is not built")
+def test_a_damaged_vision_encoder_is_named_before_a_load(tmp_path: Path) -> None:
+    import shutil
+
+    from engine.models import verify_files
+
+    folder = shutil.copytree(TINY_VLM, tmp_path / "tiny-vlm")
+    spec = spec_from_path(folder)
+    verify_files(spec)  # whole: every IR pair checks out
+    weights = folder / "openvino_vision_embeddings_model.bin"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelError, match=r"openvino_vision_embeddings_model\.bin is cut short"):
+        verify_files(spec)

@@ -292,7 +292,7 @@ def test_errors_reach_the_sdk_as_anthropics(
                 }
             ],
         )
-    assert "messages.0.content.0: image input is not supported yet" in str(image.value)
+    assert f"The model '{MODEL}' cannot see images" in str(image.value)
     no_limit = httpx.post(
         f"{server.base_url}/v1/messages",
         json={"model": MODEL, "messages": hello},

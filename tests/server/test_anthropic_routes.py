@@ -453,7 +453,7 @@ async def test_count_tokens_asks_for_the_prompt_only(
             {**HELLO, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
             400,
             "invalid_request_error",
-            "messages.0.content.0: image input is not supported yet",
+            "messages.0.content.0.source: an image needs source.type 'base64'",
         ),
     ],
 )

@@ -415,13 +415,13 @@ def test_deferred_tools_are_offered_once_named() -> None:
                         {"type": "text", "text": "What is this?"},
                         {
                             "type": "image",
-                            "source": {"type": "base64", "media_type": "image/png", "data": "AA=="},
+                            "source": {"type": "url", "url": "http://192.168.1.1/cam.png"},
                         },
                     ],
                 }
             ],
-            "messages.0.content.1",
-            "image input is not supported yet",
+            "messages.0.content.1.source.url",
+            "remote image URLs are not fetched",
         ),
         (
             [
@@ -439,21 +439,14 @@ def test_deferred_tools_are_offered_once_named() -> None:
                             "type": "tool_result",
                             "tool_use_id": "t",
                             "content": [
-                                {
-                                    "type": "image",
-                                    "source": {
-                                        "type": "base64",
-                                        "media_type": "image/png",
-                                        "data": "AA==",
-                                    },
-                                }
+                                {"type": "image", "source": {"type": "file", "file_id": "f"}}
                             ],
                         }
                     ],
                 },
             ],
-            "messages.2.content.0.content.0",
-            "image input is not supported yet",
+            "messages.2.content.0.content.0.source",
+            "source.type 'base64'",
         ),
         (
             [
@@ -547,3 +540,40 @@ def test_model_listing_in_anthropics_shape() -> None:
         "first_id": "demo",
         "last_id": "demo",
     }
+
+
+def test_image_blocks_travel_by_index_with_their_turn() -> None:
+    """A user turn's image and a tool result's screenshot: the request's images, in order,
+    each named by its block; the turns name them by index."""
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    request = translate(
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": png},
+                    {"type": "text", "text": "What is this?"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "get_weather", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [{"type": "image", "source": png}],
+                    }
+                ],
+            },
+        ],
+        tools=[WEATHER],
+    )
+    assert [ref.field for ref in request.images] == [
+        "messages.0.content.0.source.data",
+        "messages.2.content.0.content.0.source.data",
+    ]
+    assert [m.get("images") for m in request.messages or []] == [[0], None, [1]]

@@ -195,7 +195,7 @@ def test_errors_use_ollamas_shape(client: ollama.Client, server: ServerProcess) 
             messages=[{"role": "user", "content": "What is this?", "images": [b"\x89PNG"]}],
         )
     assert images.value.status_code == 400
-    assert "images are not supported" in images.value.error
+    assert "cannot see images" in images.value.error
     with pytest.raises(ollama.ResponseError) as think:
         client.chat("sidelight-demo", messages=[{"role": "user", "content": "Hello"}], think=True)
     assert think.value.status_code == 400

@@ -168,3 +168,15 @@ async def test_local_models_never_take_the_remote_path() -> None:
     pipe, engine = pipeline(remote)
     await pipe.collect(request(model="fake-model", dialect="openai"))
     assert remote.sent == [] and engine.submitted
+
+
+async def test_images_for_a_remote_model_are_refused_never_dropped() -> None:
+    from engine.server.images import ImageRef
+
+    remote = ScriptedRemote([ScriptedStream([DONE])])
+    pipe, _ = pipeline(remote)
+    image = ImageRef("iVBORw0KGgo=", "messages.0.content.1.image_url")
+    with pytest.raises(APIError) as refused:
+        await pipe.start(request(images=(image,)))
+    assert (refused.value.status, refused.value.param) == (400, image.field)
+    assert "remote" in refused.value.message and remote.sent == []

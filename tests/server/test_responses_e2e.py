@@ -182,7 +182,7 @@ def test_hosted_tools_are_left_out_and_bad_fields_are_400s(
     assert response.output_text == hello["reply"] and response.tools == []
     for extra, param in (
         ({"tools": [{"type": "custom", "name": "apply_patch"}]}, "tools.0.type"),
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.image_url"),
         ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}}}, "text.format.schema"),
     ):  # fmt: skip
         body = {"model": model_id, "input": "Hi", **extra}

@@ -45,7 +45,9 @@ def refusal(data: dict[str, Any]) -> APIError:
         ({"input": 3}, "input"),
         ({"input": []}, "input"),
         ({"input": [{"role": "developer", "content": "Only rules."}]}, "input"),
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0.image_url"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://x/a.png"}]}]}, "input.0.content.0.image_url"),
+        ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input.0.content.0"),
         ({"input": [{"role": "robot", "content": "x"}]}, "input.0.role"),
         ({"input": ["Hello", {"type": "message", "role": "user", "content": "x"}]}, "input.0"),
         ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input.0.call_id"),
@@ -84,8 +86,10 @@ def test_bad_fields_are_400s_naming_them(fields: dict[str, Any], param: str) -> 
 
 
 def test_media_and_unknown_items_say_what_is_supported() -> None:
-    image = [{"role": "user", "content": [{"type": "input_image", "image_url": "data:x"}]}]
-    assert "text-only" in refusal(body(input=image)).message
+    image = [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]
+    assert "file_id is not supported" in refusal(body(input=image)).message
+    audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]
+    assert "read text and images" in refusal(body(input=audio)).message
     unknown = refusal(body(input=[{"type": "web_search_call", "id": "ws_1"}])).message
     assert "'web_search_call' items are not supported" in unknown
     assert "function_call_output" in unknown

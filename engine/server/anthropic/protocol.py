@@ -369,7 +369,7 @@ def model_entry(card: dict[str, Any]) -> dict[str, Any]:
 
 def model_page(cards: list[dict[str, Any]]) -> dict[str, Any]:
     """Anthropic's model list: chat models only (embedding models cannot take messages)."""
-    entries = [model_entry(c) for c in cards if c.get("task", "chat") == "chat"]
+    entries = [model_entry(c) for c in cards if c.get("task", "chat") in ("chat", "vision")]
     return {
         "data": entries,
         "has_more": False,

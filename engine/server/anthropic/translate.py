@@ -29,6 +29,7 @@ from typing import Any
 from engine.echo import clip
 from engine.server.anthropic import protocol
 from engine.server.errors import APIError
+from engine.server.images import ImageList, ImageRef, image_from_base64, image_from_url
 from engine.server.pipeline import GenerateRequest, ToolChoice
 from engine.server.sampling import sampling_params
 
@@ -45,7 +46,9 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
     """
     tools = _OfferedTools(body.tools or [])
     choice = _tool_choice(body.tool_choice, tools)
-    messages = _Conversation(tools).build(body.system, body.messages)
+    conversation = _Conversation(tools)
+    messages = conversation.build(body.system, body.messages)
+    images = conversation.images.all()
     thinking = None
     if body.thinking is not None and body.thinking.type != "adaptive":
         thinking = body.thinking.type == "enabled"
@@ -59,6 +62,7 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
             tool_choice=choice,
             parallel_tool_calls=parallel,
             thinking=thinking,
+            images=images,
         )
     return GenerateRequest(
         model=body.model,
@@ -72,6 +76,7 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
         parallel_tool_calls=parallel,
         thinking=thinking,
         split_reasoning=True,  # any model's leading <think> block is a thinking block
+        images=images,
     )
 
 
@@ -127,6 +132,7 @@ class _Conversation:
         self._system: list[str] = []
         self._turns: list[dict[str, Any]] = []
         self._call_names: dict[str, str] = {}  # tool_use id -> tool name
+        self.images = ImageList()  # every image block, in order
 
     def build(
         self, system: list[protocol.TextBlock], messages: list[protocol.Message]
@@ -186,22 +192,28 @@ class _Conversation:
 
     def _user_turn(self, message: protocol.Message, where: str) -> None:
         texts = []
+        pictures: list[int] = []
         for j, block in enumerate(message.content):
             at = f"{where}.content.{j}"
             if isinstance(block, protocol.TextBlock):
                 texts.append(block.text)
+            elif isinstance(block, protocol.ImageBlock):
+                pictures.append(self.images.add(_image(block, at)))
             elif isinstance(block, protocol.ToolResultBlock):
                 self._turns.append(self._tool_result(block, at))
             else:
                 raise _unusable(block, at, "user")
-        if texts:
-            self._add("user", {"content": "\n".join(texts)})
+        if texts or pictures:
+            self._add("user", _user_fields(texts, pictures))
 
     def _tool_result(self, block: protocol.ToolResultBlock, at: str) -> dict[str, Any]:
         pieces = []
+        pictures = []
         for k, part in enumerate(block.content):
             if isinstance(part, protocol.TextBlock):
                 pieces.append(part.text)
+            elif isinstance(part, protocol.ImageBlock):  # a screenshot a tool returned
+                pictures.append(self.images.add(_image(part, f"{at}.content.{k}")))
             elif isinstance(part, protocol.ToolReferenceBlock):
                 self._tools.add(part.tool_name, f"{at}.content.{k}.tool_name")
                 pieces.append(f"Tool loaded: {part.tool_name}")
@@ -216,6 +228,8 @@ class _Conversation:
         name = self._call_names.get(block.tool_use_id)
         if name is not None:
             turn["name"] = name
+        if pictures:
+            turn["images"] = pictures
         return turn
 
     def _assistant_turn(self, message: protocol.Message, where: str) -> None:
@@ -254,19 +268,46 @@ class _Conversation:
             last["content"] = "\n\n".join(text for text in joined if text)
         if fields.get("tool_calls"):
             last["tool_calls"] = [*last.get("tool_calls", []), *fields["tool_calls"]]
+        if fields.get("images"):
+            last["images"] = [*last.get("images", []), *fields["images"]]
         if fields.get("reasoning_content"):
             joined = [last.get("reasoning_content", ""), fields["reasoning_content"]]
             last["reasoning_content"] = "\n".join(text for text in joined if text)
 
 
+def _user_fields(texts: list[str], pictures: list[int]) -> dict[str, Any]:
+    fields: dict[str, Any] = {"content": "\n".join(texts)}
+    if pictures:
+        fields["images"] = pictures
+    return fields
+
+
+def _image(block: protocol.ImageBlock, at: str) -> ImageRef:
+    """An image block's data: ``source.type`` ``base64`` (a ``url`` source only as a data
+    URL: remote URLs are never fetched)."""
+    source = block.source or {}
+    kind = source.get("type")
+    if kind == "base64":
+        data = source.get("data")
+        if not isinstance(data, str):
+            raise refuse(f"{at}.source.data", "an image's base64 data must be a string")
+        media = source.get("media_type")
+        if media is not None and not (isinstance(media, str) and media.startswith("image/")):
+            raise refuse(f"{at}.source.media_type", "must be an image type (image/png, ...)")
+        return image_from_base64(data, f"{at}.source.data")
+    if kind == "url" and isinstance(source.get("url"), str):
+        return image_from_url(source["url"], f"{at}.source.url")
+    raise refuse(
+        f"{at}.source",
+        "an image needs source.type 'base64' with its data (file and remote sources are "
+        "not supported)",
+    )
+
+
 def _unusable(block: Any, at: str, role: str) -> APIError:
     kind = getattr(block, "type", "?")
     if kind == "image":
-        return refuse(
-            at,
-            "image input is not supported yet: the models Sidelight runs read text only; "
-            "remove the image or describe it in text",
-        )
+        return refuse(at, f"an image block cannot be part of a {role} turn")
     if kind in ("tool_use", "tool_result", "thinking"):
         return refuse(at, f"a {clip(kind)} block cannot be part of a {role} turn")
     return refuse(at, f"content blocks of type '{clip(kind)}' are not supported by Sidelight")

@@ -228,8 +228,9 @@ def quantization(weights: str | None) -> dict[str, Any] | None:
 
 
 def capabilities(info: ModelInfo) -> dict[str, Any]:
-    """Text-only models; a reasoning model's thinking can be switched on and off."""
-    result: dict[str, Any] = {"vision": False, "trained_for_tool_use": info.tools}
+    """Whether it sees (a vision-language model); a reasoning model's thinking can be
+    switched on and off."""
+    result: dict[str, Any] = {"vision": info.task == "vision", "trained_for_tool_use": info.tools}
     if info.reasoning:
         result["reasoning"] = {"allowed_options": ["off", "on"], "default": "on"}
     return result

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.echo import clip
+from engine.models import GENERATIVE_TASKS
 from engine.server.errors import APIError
+from engine.server.images import ImageList, image_from_url
 from engine.server.lmstudio_v1 import protocol
 from engine.server.model_info import ModelInfo
 from engine.server.pipeline import GenerateRequest
@@ -54,12 +56,18 @@ def chat_turn(
     Raises:
         APIError: 400 naming the item or field that cannot be served.
     """
-    messages = [dict(m) for m in history or []]
+    # A stored conversation keeps its text; its images are not kept (only this turn's go).
+    messages = [{k: v for k, v in m.items() if k != "images"} for m in history or []]
     if body.system_prompt is not None:
         messages = [m for m in messages if m["role"] != "system"]
         if body.system_prompt:
             messages.insert(0, {"role": "system", "content": body.system_prompt})
-    messages.append({"role": "user", "content": _user_text(body.input)})
+    images = ImageList()
+    text, indices = _user_input(body.input, images)
+    user: dict[str, Any] = {"role": "user", "content": text}
+    if indices:
+        user["images"] = indices
+    messages.append(user)
     _check_model_fields(body, info)
     effort = body.reasoning
     request = GenerateRequest(
@@ -77,34 +85,37 @@ def chat_turn(
         thinking=None if effort is None else effort != "off",
         chat_template_kwargs={"reasoning_effort": effort} if effort in _EFFORTS else {},
         split_reasoning=True,  # a leading <think> block is a reasoning output item
+        images=images.all(),
     )
     return Turn(request, messages)
 
 
-def _user_text(items: list[protocol.InputItem]) -> str:
+def _user_input(items: list[protocol.InputItem], images: ImageList) -> tuple[str, list[int]]:
+    """The user turn's text, and the indices of its image items (added to ``images``)."""
     texts = []
+    indices = []
     for i, item in enumerate(items):
         if item.type in _TEXT_ITEMS:
             if not isinstance(item.content, str):
                 raise refuse(f"input.{i}.content", "must be a string")
             texts.append(item.content)
         elif item.type == "image":
-            raise refuse(
-                f"input.{i}",
-                "image input is not supported: the models Sidelight runs read text only; "
-                "remove the image or describe it in text",
-            )
+            if not isinstance(item.data_url, str):
+                raise refuse(f"input.{i}.data_url", "an image item needs data_url (a data URL)")
+            indices.append(images.add(image_from_url(item.data_url, f"input.{i}.data_url")))
         else:
             raise refuse(
-                f"input.{i}.type", f"'{clip(item.type)}' items are not supported; send text items"
+                f"input.{i}.type",
+                f"'{clip(item.type)}' items are not supported; send text and image items",
             )
-    return "\n".join(texts)
+    return "\n".join(texts), indices
 
 
 def _check_model_fields(body: protocol.ChatRequest, info: ModelInfo | None) -> None:
     if info is None:
         return
-    if body.reasoning not in (None, "off") and info.task == "chat" and not info.reasoning:
+    generative = info.task in GENERATIVE_TASKS
+    if body.reasoning not in (None, "off") and generative and not info.reasoning:
         raise refuse(
             "reasoning",
             f"'{info.id}' is not a reasoning model; send 'off' or leave reasoning out",

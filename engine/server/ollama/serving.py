@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.echo import clip
-from engine.models import ModelSpec
+from engine.models import GENERATIVE_TASKS, ModelSpec
 from engine.server.errors import APIError
 from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
@@ -74,7 +74,7 @@ class OllamaServing:
         info = await self.models.find(strip_tag(name)) if name else None
         if info is None:
             raise not_found(name)
-        if action is not None and info.task != "chat":
+        if action is not None and info.task not in GENERATIVE_TASKS:
             raise APIError(400, f'"{name}" does not support {action}')
         return info
 
@@ -152,6 +152,8 @@ def capabilities(info: ModelInfo) -> list[str]:
         names.append("insert")
     if info.reasoning:
         names.append("thinking")
+    if info.task == "vision":
+        names.append("vision")
     return names
 
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.server.errors import APIError
+from engine.server.images import ImageList, image_from_base64
 from engine.server.keep_alive import parse_keep_alive
 from engine.server.model_info import ModelInfo
 from engine.server.ollama import protocol
@@ -61,8 +62,6 @@ class GenerationServing:
         started = time.perf_counter()
         body = await parse_body(request, protocol.ChatRequest)
         log_ignored(request.url.path, body.options)
-        if any(m.images for m in body.messages):
-            raise _no_images()
         info = await self._serving.find(body.model, "chat")
         check_request(info, body.model, tools=bool(body.tools), think=body.think)
         tools = function_tools(body.tools)
@@ -74,9 +73,9 @@ class GenerationServing:
         if not body.messages:
             self._serving.keep_alive(body.keep_alive, resolved.spec.id)
             return _loaded(body.model, empty)
-        generate = _generate_request(
-            body, info, messages=_template_messages(body.messages), tools=tools
-        )
+        images = ImageList()
+        messages = _template_messages(body.messages, images)
+        generate = _generate_request(body, info, messages=messages, tools=tools, images=images)
 
         def line(piece: Piece) -> dict[str, Any]:
             return protocol.chat_line(body.model, piece.message())
@@ -88,8 +87,6 @@ class GenerationServing:
         started = time.perf_counter()
         body = await parse_body(request, protocol.GenerateRequest)
         log_ignored(request.url.path, body.options)
-        if body.images:
-            raise _no_images()
         if body.template:
             raise APIError(
                 400,
@@ -102,17 +99,18 @@ class GenerationServing:
             )
         info = await self._serving.find(body.model, "generate")
         check_request(info, body.model, tools=False, think=body.think)
-        prompt, messages = _generate_input(body, info)
+        images = ImageList()
+        prompt, messages = _generate_input(body, info, images)
         if not body.prompt and not body.suffix and self._serving.unload_asked(body.keep_alive):
             # Ollama's documented way to unload a model: an empty prompt with keep_alive 0.
             self._serving.unload(info.id)
             return _loaded(body.model, {"response": ""}, reason="unload")
         resolved = await self._serving.load(info)
-        if not body.prompt and not body.suffix:
+        if not body.prompt and not body.suffix and not body.images:
             self._serving.keep_alive(body.keep_alive, resolved.spec.id)
             return _loaded(body.model, {"response": ""})
         generate = _generate_request(
-            body, info, messages=messages, prompt=prompt, suffix=body.suffix or None
+            body, info, messages=messages, prompt=prompt, suffix=body.suffix or None, images=images
         )
 
         def line(piece: Piece) -> dict[str, Any]:
@@ -142,9 +140,11 @@ def _generate_request(
     prompt: str | None = None,
     suffix: str | None = None,
     tools: list[dict[str, Any]] | None = None,
+    images: ImageList | None = None,
 ) -> GenerateRequest:
     """The pipeline's request for /api/chat (messages) or /api/generate (either)."""
     return GenerateRequest(
+        images=images.all() if images is not None else (),
         model=info.id,
         dialect="ollama",
         messages=messages,
@@ -214,11 +214,17 @@ def _loaded(model: str, fields: dict[str, Any], reason: str = "load") -> Respons
     )
 
 
-def _template_messages(messages: list[protocol.Message]) -> list[dict[str, Any]]:
-    """Ollama messages as chat templates expect them (OpenAI-like, object arguments)."""
+def _template_messages(messages: list[protocol.Message], images: ImageList) -> list[dict[str, Any]]:
+    """Ollama messages as chat templates expect them (OpenAI-like, object arguments); each
+    message's ``images`` (base64) go to ``images``."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for i, message in enumerate(messages):
         item: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+        if message.images:
+            item["images"] = [
+                images.add(image_from_base64(data, f"messages.{i}.images.{k}"))
+                for k, data in enumerate(message.images)
+            ]
         if message.tool_calls:
             item["tool_calls"] = [
                 {
@@ -235,12 +241,17 @@ def _template_messages(messages: list[protocol.Message]) -> list[dict[str, Any]]
 
 
 def _generate_input(
-    body: protocol.GenerateRequest, info: ModelInfo
+    body: protocol.GenerateRequest, info: ModelInfo, images: ImageList
 ) -> tuple[str | None, list[dict[str, Any]] | None]:
     """A raw prompt (``raw``, fill-in-the-middle, or no chat template) or chat messages.
 
-    With a ``suffix`` the engine wraps prompt and suffix in the model's FIM tokens.
+    With a ``suffix`` the engine wraps prompt and suffix in the model's FIM tokens. The
+    ``images`` go to ``images``: on the user message, or before a raw prompt.
     """
+    indices = [
+        images.add(image_from_base64(data, f"images.{k}"))
+        for k, data in enumerate(body.images or [])
+    ]
     prompt = body.prompt or ""
     if body.suffix:
         if info.fim_tokens is None:
@@ -249,9 +260,8 @@ def _generate_input(
     if body.raw or not info.chat_template:
         return prompt, None
     messages = [{"role": "system", "content": body.system}] if body.system else []
-    messages.append({"role": "user", "content": prompt})
+    user: dict[str, Any] = {"role": "user", "content": prompt}
+    if indices:
+        user["images"] = indices
+    messages.append(user)
     return None, messages
-
-
-def _no_images() -> APIError:
-    return APIError(400, "images are not supported: Sidelight serves text-only models")

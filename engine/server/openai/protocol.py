@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.echo import clip
+from engine.server.errors import APIError
 from engine.server.fields import (
     MAX_EMBEDDING_INPUTS,
     MAX_STOP_SEQUENCES,
@@ -31,6 +32,7 @@ from engine.server.fields import (
     check_schema,
     check_schema_size,
 )
+from engine.server.images import ImageList, ImageRef, image_from_url
 from engine.server.pipeline import Done, FinishReason
 from engine.server.sampling import sampling_params
 from engine.worker.messages import SamplingParams
@@ -49,6 +51,20 @@ class TextContentPart(BaseModel):
     text: str
 
 
+class ImageURL(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None  # accepted; the model's own size rule
+
+
+class ImageContentPart(BaseModel):
+    """An ``image_url`` part: a data URL (remote URLs are refused, engine.server.images)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image_url"]
+    image_url: ImageURL | str
+
+
 class ToolCallFunction(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str
@@ -65,7 +81,7 @@ class AssistantToolCall(BaseModel):
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextContentPart] | None = None
+    content: str | list[TextContentPart | ImageContentPart] | None = None
     name: str | None = None
     tool_calls: list[AssistantToolCall] | None = None
     tool_call_id: str | None = None
@@ -75,7 +91,19 @@ class ChatMessage(BaseModel):
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(part.text for part in self.content if isinstance(part, TextContentPart))
+
+    def image_refs(self, where: str) -> list[ImageRef]:
+        """This message's ``image_url`` parts, each named by its field (``where``: the
+        message's own path, e.g. ``messages.0``)."""
+        if not isinstance(self.content, list):
+            return []
+        refs = []
+        for j, part in enumerate(self.content):
+            if isinstance(part, ImageContentPart):
+                url = part.image_url if isinstance(part.image_url, str) else part.image_url.url
+                refs.append(image_from_url(url, f"{where}.content.{j}.image_url"))
+        return refs
 
 
 class StreamOptions(BaseModel):
@@ -257,12 +285,19 @@ class ChatCompletionRequest(_SamplingFields):
         assert response_format.json_schema is not None  # checked by ResponseFormat
         return response_format.json_schema.json_schema
 
-    def template_messages(self) -> list[dict[str, Any]]:
-        """Messages in the chat-template shape: text content, tool calls as sent."""
+    def template_messages(self, images: ImageList | None = None) -> list[dict[str, Any]]:
+        """Messages in the chat-template shape: text content, tool calls as sent; each
+        message's images go to ``images`` (refused when it is None) and the message names
+        their indices."""
         out = []
-        for message in self.messages:
+        for i, message in enumerate(self.messages):
             role = "system" if message.role == "developer" else message.role
             item: dict[str, Any] = {"role": role, "content": message.text()}
+            refs = message.image_refs(f"messages.{i}")
+            if refs and images is None:
+                raise APIError(400, "images are not taken here", param=refs[0].field)
+            if refs and images is not None:
+                item["images"] = [images.add(ref) for ref in refs]
             if message.name:
                 item["name"] = message.name
             if message.tool_calls:

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from engine.parsing import ContentDelta, ReasoningText, ToolCallDelta, ToolCallStart
 from engine.server.errors import APIError
+from engine.server.images import ImageList
 from engine.server.openai import protocol
 from engine.server.pipeline import (
     Done,
@@ -54,10 +55,13 @@ class ChatServing:
 
 def generate_request(body: protocol.ChatCompletionRequest) -> GenerateRequest:
     """The pipeline's request for a validated chat completion."""
+    images = ImageList()
+    messages = body.template_messages(images)
     return GenerateRequest(
         model=body.model,
         dialect="openai",
-        messages=body.template_messages(),
+        messages=messages,
+        images=images.all(),
         max_tokens=body.max_tokens,
         stop=body.stop_tuple(),
         sampling=body.sampling(),

@@ -73,6 +73,7 @@ class ModelCards:
                     "task": info.get("task", "chat"),
                     "capabilities": info.get("capabilities"),
                     "status": "unloaded",
+                    **({"vision": True} if info.get("task") == "vision" else {}),
                 }
         local = [protocol.model_card(mid, **card) for mid, card in cards.items()]
         remote = models.remotes.infos() if models.remotes is not None else []
@@ -107,4 +108,5 @@ def _spec_card(spec: ModelSpec) -> dict[str, Any]:
         "context_length": spec.context_length,
         "format": spec.format,
         "task": spec.task,
+        **({"vision": True} if spec.task == "vision" else {}),
     }

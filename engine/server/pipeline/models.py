@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from engine.echo import clip
-from engine.models import ModelError, ModelSpec, ModelTask, verify_files
+from engine.models import GENERATIVE_TASKS, ModelError, ModelSpec, ModelTask, verify_files
 from engine.server.errors import APIError
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import note_model
@@ -100,7 +100,7 @@ class ModelResolver:
         # Reading and checking the files (a few MB for a GGUF, an IR's XML; a whole hash
         # when a stored GGUF changed) stays off the event loop.
         spec = await asyncio.to_thread(self._spec_to_load, name, seen)
-        if spec.task != "chat":
+        if spec.task not in GENERATIVE_TASKS:
             route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
             what = "a reranker" if spec.task == "rerank" else "an embedding model"
             raise APIError(

@@ -30,7 +30,7 @@ from engine.parsing import (
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
-from engine.worker.messages import GenerationRequest, OutputConstraint
+from engine.worker.messages import GenerationRequest, ImageInput, OutputConstraint
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +135,12 @@ def _check_grammar(schemas: list[Any], param: str) -> None:
         ) from exc
 
 
-def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
+def engine_request(
+    request: GenerateRequest, plan: Plan, images: tuple[ImageInput, ...] = ()
+) -> GenerationRequest:
     """The worker's request: ``thinking`` becomes the templates' ``enable_thinking`` (an
-    explicit ``chat_template_kwargs`` entry wins); tools go in only when they are in play."""
+    explicit ``chat_template_kwargs`` entry wins); tools go in only when they are in play;
+    ``images`` are the request's images, decoded (engine.server.images)."""
     kwargs = dict(request.chat_template_kwargs)
     if request.messages is not None and request.thinking is not None:
         kwargs.setdefault("enable_thinking", request.thinking)
@@ -155,6 +158,7 @@ def engine_request(request: GenerateRequest, plan: Plan) -> GenerationRequest:
         logprobs=request.logprobs,
         count_only=request.count_only,
         keep_alive=request.keep_alive,
+        images=images,
     )
 
 

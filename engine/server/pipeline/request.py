@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.server.images import ImageRef
 from engine.worker.messages import SamplingParams
 
 # Who asked: for logs and metrics, and for the few rules that differ by dialect.
@@ -33,7 +34,9 @@ class GenerateRequest:
     ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
     arguments as a JSON string or an object: the pipeline hands the templates objects) and
     optionally ``reasoning_content``; tool results carry
-    ``tool_call_id``. Tools use the OpenAI function-tool shape
+    ``tool_call_id``. A message with images names them by index into ``images`` in
+    ``message["images"]`` (a list of ints; the pipeline decodes them for a model that sees,
+    the worker puts them before the message's text). Tools use the OpenAI function-tool shape
     (``{"type": "function", "function": {"name", "description", "parameters"}}``).
     """
 
@@ -73,3 +76,6 @@ class GenerateRequest:
     # The dialect's names for the fields the engine names in its refusals (``messages``,
     # ``max_tokens``): Responses says ``input`` and ``max_output_tokens``.
     field_names: dict[str, str] = field(default_factory=dict)
+    # Every image of the request, in order, as sent (decoded by the pipeline for a
+    # vision-language model; any other model refuses them with a 400).
+    images: tuple[ImageRef, ...] = ()

@@ -14,10 +14,12 @@ import dataclasses
 import logging
 from collections.abc import AsyncGenerator
 
+from engine.echo import clip
 from engine.model_prefs import ModelPrefs
 from engine.models import ModelSpec
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallDelta, ToolCallEnd
 from engine.server.errors import APIError
+from engine.server.images import decode_images
 from engine.server.model_info import ModelDirectory
 from engine.server.monitor import GenerationTracker, RequestMonitor
 from engine.server.pipeline.engine import (
@@ -47,7 +49,7 @@ from engine.server.pipeline.prompt_size import check_prompt_size
 from engine.server.pipeline.request import GenerateRequest
 from engine.store import ModelStore
 from engine.supervisor.states import STOPPED, EngineUnavailable, RequestFailed
-from engine.worker.messages import Finished, TextDelta, TokenLogprob
+from engine.worker.messages import Finished, ImageInput, TextDelta, TokenLogprob
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +127,19 @@ class Pipeline:
     ) -> Generation:
         target = self.resolver.remote(request.model)
         if target is not None:
+            if request.images:  # never dropped: refused until remotes carry them
+                raise APIError(
+                    400,
+                    f"'{clip(request.model)}' is a model on a remote server: Sidelight does "
+                    "not pass images on to remote servers yet",
+                    param=request.images[0].field,
+                    code="model_not_vision",
+                )
             return await _start_remote(request, target, tracker)
+        if request.images:  # a model that cannot see is refused before it is loaded
+            info = await self.models.look_up(request.model)
+            if info is not None and info.task != "vision":
+                raise await self._cannot_see(info.id, request)
         spec, engine = await self.resolver.chat_engine(request.model)
         tracker.resolved(spec.id)
         request = with_model_defaults(request, await self._prefs(spec))
@@ -140,8 +154,9 @@ class Pipeline:
             )
         check_prompt_size(request, status.context_length)
         plan = plan_request(request, status.chat_template)
+        images = await self._images(request, spec)
         try:
-            stream = engine.submit(engine_request(request, plan))
+            stream = engine.submit(engine_request(request, plan, images))
         except EngineUnavailable as exc:
             # The model left between its lookup and the submit (idle unload, evicted):
             # look it up again, which loads it (once).
@@ -171,6 +186,35 @@ class Pipeline:
         if self.store is None or spec.is_demo:
             return spec.prefs
         return await asyncio.to_thread(self.store.request_prefs, spec.id)
+
+    async def _images(self, request: GenerateRequest, spec: ModelSpec) -> tuple[ImageInput, ...]:
+        """The request's images decoded and checked (on a thread), for a model that sees.
+
+        Raises:
+            APIError: 400 when the model cannot see images (naming the models that can), or
+                naming the first bad image's field.
+        """
+        if not request.images:
+            return ()
+        if spec.task != "vision":
+            raise await self._cannot_see(spec.id, request)
+        return await asyncio.to_thread(decode_images, request.images)
+
+    async def _cannot_see(self, model_id: str, request: GenerateRequest) -> APIError:
+        """The 400 for images sent to a text-only model, naming the models that can see."""
+        infos = await self.models.all()
+        seeing = sorted({info.id for info in infos if info.task == "vision"})
+        others = (
+            f"models that can: {', '.join(seeing)}"
+            if seeing
+            else "no installed model can (add a vision-language model, e.g. an OpenVINO Qwen2.5-VL)"
+        )
+        return APIError(
+            400,
+            f"The model '{model_id}' cannot see images: it reads text only; {others}",
+            param=request.images[0].field,
+            code="model_not_vision",
+        )
 
     async def count(self, request: GenerateRequest) -> int:
         """The prompt's tokens as the model counts them: templated and tokenized, nothing

@@ -75,19 +75,38 @@ class RefusalPart(_Model):
     refusal: str
 
 
-class MediaPart(_Model):
-    """Images, files and audio: refused until Sidelight serves a vision model."""
+class ImagePart(_Model):
+    """An ``input_image``: a data URL in ``image_url`` (remote URLs and ``file_id`` are
+    refused: nothing is fetched, and there is no file store); ``detail`` is accepted."""
 
-    type: Literal["input_image", "input_file", "input_audio"]
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+    @model_validator(mode="after")
+    def _inline(self) -> ImagePart:
+        if self.image_url is None:
+            raise ValueError(
+                "input_image needs image_url (a data URL); file_id is not supported: "
+                "Sidelight keeps no files"
+            )
+        return self
+
+
+class MediaPart(_Model):
+    """Files and audio: refused (Sidelight serves no model that reads them)."""
+
+    type: Literal["input_file", "input_audio"]
 
     @model_validator(mode="after")
     def _refuse(self) -> MediaPart:
         raise ValueError(
-            f"{self.type} content is not supported: Sidelight serves text-only models; send text"
+            f"{self.type} content is not supported: Sidelight's models read text and images"
         )
 
 
-ContentPart = Annotated[TextPart | RefusalPart | MediaPart, Field(discriminator="type")]
+ContentPart = Annotated[TextPart | RefusalPart | ImagePart | MediaPart, Field(discriminator="type")]
 
 
 def _as_parts(value: Any) -> Any:
@@ -95,7 +114,7 @@ def _as_parts(value: Any) -> Any:
     return [{"type": "input_text", "text": value}] if isinstance(value, str) else value
 
 
-def _text(parts: list[TextPart | RefusalPart | MediaPart]) -> str:
+def _text(parts: list[TextPart | RefusalPart | ImagePart | MediaPart]) -> str:
     return "".join(p.text if isinstance(p, TextPart) else getattr(p, "refusal", "") for p in parts)
 
 

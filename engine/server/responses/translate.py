@@ -22,6 +22,7 @@ from typing import Any
 from engine.echo import clip
 from engine.server.errors import APIError
 from engine.server.fields import MAX_TOOLS
+from engine.server.images import ImageList, image_from_url
 from engine.server.pipeline import GenerateRequest, ToolChoice, ToolMode
 from engine.server.responses import protocol
 from engine.server.responses.protocol import (
@@ -68,7 +69,8 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
     previous = protocol.parse_items(history, "previous_response_id") if history else []
     tools, echo, namespaces = _offered_tools(body)
     tools, choice = _tool_choice(body.tool_choice, tools)
-    messages = to_messages([*previous, *body.input], body.instructions)
+    images = ImageList()
+    messages = to_messages([*previous, *body.input], body.instructions, images, len(previous))
     if not any(m["role"] != "system" for m in messages):
         raise APIError(
             400, "input: send at least one message or item", param="input", code="invalid_value"
@@ -89,21 +91,33 @@ def translate(body: ResponsesRequest, history: list[dict[str, Any]] | None = Non
         logprobs=body.wants_logprobs,
         split_reasoning=True,  # reasoning items, as for chat
         field_names=_FIELD_NAMES,
+        images=images.all(),
     )
     context = [*(history or []), *(_as_json(item) for item in body.input)]
     return Turn(request, context, echo, namespaces)
 
 
-def to_messages(items: list[InputItem], instructions: str | None = None) -> list[dict[str, Any]]:
-    """Chat messages for a list of items (see the module docstring)."""
+def to_messages(
+    items: list[InputItem],
+    instructions: str | None = None,
+    images: ImageList | None = None,
+    first_input: int = 0,
+) -> list[dict[str, Any]]:
+    """Chat messages for a list of items (see the module docstring). A message's
+    ``input_image`` parts go to ``images`` (``items[first_input:]`` are the request's
+    ``input``, the ones before a previous response's, named so in refusals)."""
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
     thinking = ""
-    for item in items:
+    for k, item in enumerate(items):
         if isinstance(item, MessageItem):
             role = "system" if item.role in ("system", "developer") else item.role
             message: dict[str, Any] = {"role": role, "content": item.text()}
+            where = f"input.{k - first_input}" if k >= first_input else "previous_response_id"
+            indices = _images(item, where, images)
+            if indices:
+                message["images"] = indices
             if role == "assistant" and thinking:
                 message["reasoning_content"], thinking = thinking, ""
             messages.append(message)
@@ -124,6 +138,18 @@ def to_messages(items: list[InputItem], instructions: str | None = None) -> list
         else:
             thinking = item.text()
     return _one_system_message(messages)
+
+
+def _images(item: MessageItem, where: str, images: ImageList | None) -> list[int]:
+    """The indices of ``item``'s ``input_image`` parts, added to ``images``."""
+    indices = []
+    for j, part in enumerate(item.content):
+        if isinstance(part, protocol.ImagePart) and part.image_url is not None:
+            ref = image_from_url(part.image_url, f"{where}.content.{j}.image_url")
+            if images is None:
+                raise APIError(400, f"{ref.field}: images are not taken here", param=ref.field)
+            indices.append(images.add(ref))
+    return indices
 
 
 def _one_system_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
