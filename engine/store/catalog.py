@@ -35,7 +35,7 @@ _TIGHT_SHARE = 0.85
 FitStatus = Literal["fits", "tight", "too-big", "no-device"]
 CatalogSource = Literal["download", "convert"]
 SOURCES: tuple[CatalogSource, ...] = ("download", "convert")
-KINDS = ("chat", "coder", "reasoning", "embeddings", "rerank")
+KINDS = ("chat", "coder", "reasoning", "vision", "embeddings", "rerank")
 DEVICES = ("CPU", "GPU", "NPU")
 # The weights a conversion can write (engine.store.convert.WEIGHTS; not imported: that
 # module pulls in the whole store).
@@ -138,6 +138,8 @@ class CatalogEntry:
 
     @property
     def task(self) -> ModelTask:
+        if self.kind == "vision":
+            return "vision"
         if self.kind == "embeddings":
             return "embeddings"
         return "rerank" if self.kind == "rerank" else "chat"

@@ -28,7 +28,7 @@ def test_catalog_is_well_formed() -> None:
     assert all(not e.repo.startswith("OpenVINO/") for e in catalog.entries if e.needs_conversion)
     kinds = {e.kind for e in catalog.entries}
     assert {"chat", "coder", "embeddings", "rerank"} <= kinds
-    assert {e.task for e in catalog.entries} == {"chat", "embeddings", "rerank"}
+    assert {e.task for e in catalog.entries} == {"chat", "vision", "embeddings", "rerank"}
     npu = [e for e in catalog.entries if e.repo.endswith("-cw-ov")]
     assert npu and all(e.devices[0] == "NPU" for e in npu)
     assert all(0 < e.download_gb < e.memory_gb for e in catalog.entries)
@@ -162,7 +162,7 @@ def _entry(**changes: Any) -> dict[str, Any]:
         ({"devices": ["TPU"]}, "'devices' must be some of CPU, GPU, NPU"),
         ({"memory_gb": -1}, "'memory_gb' must be a positive number of GB, not -1"),
         ({"repo": "just-a-name"}, "'repo' must be a hub repo id (org/name)"),
-        ({"kind": "vision"}, "'kind' must be one of"),
+        ({"kind": "video"}, "'kind' must be one of"),
         ({"note": 3}, "'note' must be a string"),
     ],
 )
