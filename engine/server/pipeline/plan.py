@@ -113,8 +113,12 @@ def _lazy_calls(
 
 
 # Calls written as one JSON object after a marker that starts nothing else: the lazy
-# grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not.
-LAZY_FORMATS = frozenset({ToolFormat.HERMES, ToolFormat.AUTO})
+# grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not,
+# nor AUTO (a template showing no syntax): Qwen3-Coder writes XML inside the same
+# <tool_call>, which a JSON grammar would corrupt. GenAI's QwenXMLParametersFormat was
+# tried for the XML family on a trained Qwen3-Coder fixture and corrupted calls the
+# model writes correctly without it, so XML calls stay unconstrained.
+LAZY_FORMATS = frozenset({ToolFormat.HERMES})
 
 
 def _parameters(tools: list[dict[str, Any]], name: str | None) -> list[Any]:
