@@ -40,8 +40,15 @@ JSON_FILES = (
     "special_tokens_map.json",
     "chat_template.json",
     "openvino_config.json",
+    "preprocessor_config.json",  # a speech model's feature extractor
 )
-IR_STEMS = ("openvino_model", "openvino_tokenizer", "openvino_detokenizer")
+IR_STEMS = (
+    "openvino_model",
+    "openvino_tokenizer",
+    "openvino_detokenizer",
+    "openvino_encoder_model",  # a speech model (Whisper): encoder and decoder
+    "openvino_decoder_model",
+)
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 64
 

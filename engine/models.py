@@ -26,10 +26,21 @@ GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "
 
 DEMO_MODEL_ID = "sidelight-demo"
 
-ModelTask = Literal["chat", "embeddings", "rerank"]
-"""What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder) or
-``/v1/rerank`` (a cross-encoder); the wire and manifest value is the string."""
-TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank")
+ModelTask = Literal["chat", "embeddings", "rerank", "transcription"]
+"""What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder),
+``/v1/rerank`` (a cross-encoder) or ``/v1/audio/transcriptions`` and ``translations`` (a
+speech recogniser, Whisper); the wire and manifest value is the string."""
+TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank", "transcription")
+
+# The files of a Whisper IR folder (optimum-intel's automatic-speech-recognition-with-past).
+SPEECH_IR_FILES = (
+    "openvino_encoder_model.xml",
+    "openvino_encoder_model.bin",
+    "openvino_decoder_model.xml",
+    "openvino_decoder_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_detokenizer.xml",
+)
 
 # Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
 _GENAI_KEYS = (
@@ -130,6 +141,8 @@ def verify_files(spec: ModelSpec) -> None:
 
 
 def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
+    if (folder / "openvino_encoder_model.xml").is_file():
+        return _speech_spec(folder, model_id)
     missing = [
         name
         for name in (
@@ -155,6 +168,30 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         is_demo=folder == demo_model_path().resolve(),
         task=task_from_config(config),
         kv_dims=kv_dims_from_config(config),
+    )
+
+
+def _speech_spec(folder: Path, model_id: str) -> ModelSpec:
+    """A speech recogniser's IR folder: an encoder and a decoder, and a Whisper config."""
+    missing = [name for name in SPEECH_IR_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelError(
+            f"{folder.name} is not an OpenVINO speech model folder (missing {', '.join(missing)})"
+        )
+    config = read_json(folder / "config.json")
+    if task_from_config(config) != "transcription":
+        kind = config.get("model_type") or "unknown"
+        raise ModelError(
+            f"{folder.name}: an encoder-decoder model of type '{kind}' is not supported "
+            "(supported: whisper)"
+        )
+    return ModelSpec(
+        id=model_id,
+        path=folder,
+        format="ir",
+        context_length=_first_int(config, "max_target_positions"),
+        architecture="whisper",
+        task="transcription",
     )
 
 
@@ -227,11 +264,13 @@ def task_from_config(config: dict[str, Any]) -> ModelTask:
     """What a transformers ``config.json`` says a model serves.
 
     A causal LM chats; a sequence classifier with one label is a cross-encoder reranker
-    (its one logit scores a query-document pair); any other architecture is an encoder used
+    (its one logit scores a query-document pair); Whisper transcribes speech; any other architecture is an encoder used
     for embeddings. A config that names no architecture is taken for a chat model (the one
     Sidelight writes beside an imported GGUF names none).
     """
     architectures = [str(a) for a in config.get("architectures") or []]
+    if config.get("model_type") == "whisper" or "WhisperForConditionalGeneration" in architectures:
+        return "transcription"
     if not architectures or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return "chat"
     if any(a.endswith("ForSequenceClassification") for a in architectures):

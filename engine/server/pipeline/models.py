@@ -22,6 +22,13 @@ from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, N
 
 logger = logging.getLogger(__name__)
 
+# Where a model that does not chat is used, and what it is (a chat request's refusal).
+_ROUTES = {
+    "embeddings": ("/v1/embeddings", "an embedding model"),
+    "rerank": ("/v1/rerank", "a reranker"),
+    "transcription": ("/v1/audio/transcriptions", "a speech recognition model"),
+}
+
 # How long a request waits for its model: Settings.load_wait_seconds (the engine's acquire).
 RETRY_AFTER_SECONDS = 5
 
@@ -72,8 +79,7 @@ class ModelResolver:
         # when a stored GGUF changed) stays off the event loop.
         spec = await asyncio.to_thread(self._spec_to_load, name, seen)
         if spec.task != "chat":
-            route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
-            what = "a reranker" if spec.task == "rerank" else "an embedding model"
+            route, what = _ROUTES[spec.task]
             raise APIError(
                 400,
                 f"'{clip(name)}' is {what}; use POST {route} with it",
@@ -135,6 +141,23 @@ class ModelResolver:
                 "bge-reranker) in the model store",
                 param="model",
                 code="model_not_reranker",
+            )
+        return spec
+
+    async def transcription_model(self, name: str) -> ModelSpec:
+        """The speech recogniser ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not a speech recogniser.
+        """
+        spec = await self._encoder(name)
+        if spec.task != "transcription":
+            raise APIError(
+                400,
+                f"'{spec.id}' is not a speech recognition model; transcription needs one "
+                "(e.g. whisper) in the model store",
+                param="model",
+                code="model_not_transcription",
             )
         return spec
 
