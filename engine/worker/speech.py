@@ -59,6 +59,8 @@ class SpeechRunner:
             raise SpeechRefused("a window holds at most 30 s of audio", "file")
         self._load(command)
         config = self._pipe.get_generation_config()
+        if not config.is_multilingual:  # an English-only model (``.en``): no language token
+            return self._run(command, config, samples)
         if command.language is not None:
             token = f"<|{command.language}|>"
             if self._languages and token not in self._languages:
@@ -68,6 +70,10 @@ class SpeechRunner:
                 )
             config.language = token
         config.task = command.task
+        return self._run(command, config, samples)
+
+    def _run(self, command: Transcribe, config: Any, samples: Any) -> Transcribed:
+        """Generate with ``config`` (language and task set) and read the result back."""
         config.return_timestamps = command.timestamps
         config.max_new_tokens = MAX_NEW_TOKENS
         if command.prompt:

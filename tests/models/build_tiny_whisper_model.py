@@ -6,15 +6,16 @@ What it builds
   resampled by ``sox`` to 16 kHz mono 16-bit WAV, a second of silence, and the first clip
   converted to MP3 and Ogg Vorbis by ``sox`` (what people upload is rarely WAV).
 - ``tests/fixtures/tiny-whisper/``: a Whisper model (d_model 64, 2 encoder + 2 decoder layers,
-  the real 51,865-token multilingual vocabulary, tied embeddings) trained until greedy
-  decoding transcribes every clip exactly, exported by optimum-intel
+  the real 51,865-token multilingual vocabulary, tied embeddings, fp16 weights: 10 MB)
+  trained until greedy decoding transcribes every clip exactly, exported by optimum-intel
   (``automatic-speech-recognition-with-past``) to OpenVINO IR with its tokenizer converted by
   openvino-tokenizers: the folder layout ``WhisperPipeline`` and ``ASRPipeline`` load.
 
 The model is trained on three decoder prompts per clip, so each serving path has something
 exact to check: transcribe without timestamps, transcribe with timestamps (one segment from
-``<|0.00|>`` to the clip's length) and translate (English to English: the same text). The
-silent clip decodes to nothing.
+``<|0.00|>`` to the clip's length) and translate (English to English: the same text).
+The silent clip is trained to end at once, though GenAI's ``begin_suppress_tokens`` make
+Whisper say something (the server never sends silence to the model).
 
 Why
 ---
@@ -420,12 +421,50 @@ def export(hf_dir: Path, ids: dict[str, int]) -> None:
     for name in ("preprocessor_config.json",):  # the export does not always copy it
         if not (OUTPUT_DIR / name).exists():
             shutil.copy(hf_dir / name, OUTPUT_DIR / name)
-    for extra in ("merges.txt", "vocab.json", "normalizer.json", "added_tokens.json"):
-        (OUTPUT_DIR / extra).unlink(missing_ok=True)  # GenAI reads the IR tokenizer
+    finish_export()
+
+
+def finish_export() -> None:
+    """The tokenizer pair (the export skips it for this tokenizer), fp16 weights, tidy.
+
+    fp16 halves the folder (the 51,865 x 64 embedding is most of it); the check script
+    confirms every transcript stays exact through GenAI.
+    """
+    import openvino as ov
+    from openvino_tokenizers import convert_tokenizer
+    from transformers import AutoTokenizer
+
+    if not (OUTPUT_DIR / "openvino_tokenizer.xml").exists():
+        tokenizer = AutoTokenizer.from_pretrained(str(OUTPUT_DIR))
+        encoder, decoder = convert_tokenizer(
+            tokenizer, with_detokenizer=True, skip_special_tokens=True
+        )
+        ov.save_model(encoder, str(OUTPUT_DIR / "openvino_tokenizer.xml"))
+        ov.save_model(decoder, str(OUTPUT_DIR / "openvino_detokenizer.xml"))
+    core = ov.Core()
+    for stem in ("openvino_encoder_model", "openvino_decoder_model"):
+        xml = OUTPUT_DIR / f"{stem}.xml"
+        model = core.read_model(str(xml))
+        with tempfile.TemporaryDirectory() as tmp:
+            ov.save_model(model, str(Path(tmp) / xml.name), compress_to_fp16=True)
+            del model
+            for suffix in (".xml", ".bin"):
+                shutil.copy(Path(tmp) / f"{stem}{suffix}", OUTPUT_DIR / f"{stem}{suffix}")
+    for extra in (
+        "merges.txt",
+        "vocab.json",
+        "normalizer.json",
+        "added_tokens.json",
+        "tokenizer.json",  # 4 MB; GenAI reads the IR tokenizer
+    ):
+        (OUTPUT_DIR / extra).unlink(missing_ok=True)
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if sys.argv[1:] == ["--finish"]:  # only the steps after the export, on the folder
+        finish_export()
+        return 0
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     whisper_src = Path(sys.argv[1])
