@@ -115,7 +115,5 @@ def _language(result: Any, command: Transcribe) -> str | None:
     """The language spoken: the one asked for, else what the model detected."""
     if command.language is not None:
         return command.language
-    detected = list(getattr(result, "languages", None) or [])
-    if detected:
-        return str(detected[0]).strip("<|>") or None
-    return None
+    detected = getattr(result, "language", None)  # WhisperDecodedResults: "en"
+    return str(detected).strip("<|>") or None if detected else None
