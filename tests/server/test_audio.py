@@ -243,3 +243,20 @@ def test_bad_fields_are_400s_naming_them(server: ServerProcess, field: str, valu
 def test_stream_with_subtitles_is_refused(server: ServerProcess) -> None:
     clip = {"file": ("hello.wav", (AUDIO / "hello.wav").read_bytes())}
     assert refused(post(server, clip, stream="true", response_format="srt")) == "stream"
+
+
+def test_the_cross_site_guard_lets_uploads_through_only_where_they_belong(
+    server: ServerProcess,
+) -> None:
+    """Multipart is accepted on the audio paths alone, and never from a browser elsewhere."""
+    clip = {"file": ("hello.wav", (AUDIO / "hello.wav").read_bytes())}
+    url = f"{server.base_url}/v1/audio/transcriptions"
+    data = {"model": WHISPER}
+    marked = httpx.post(url, data=data, files=clip, headers={"sec-fetch-site": "cross-site"})
+    assert marked.status_code == 415, marked.text
+    evil = httpx.post(url, data=data, files=clip, headers={"origin": "https://evil.example"})
+    assert evil.status_code == 403, evil.text
+    local = httpx.post(url, data=data, files=clip, headers={"origin": "http://localhost:5173"})
+    assert local.status_code == 200 and local.json()["text"] == TRANSCRIPTS["hello"]
+    chat = httpx.post(f"{server.base_url}/v1/chat/completions", data=data, files=clip)
+    assert chat.status_code == 415, chat.text
