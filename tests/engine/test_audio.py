@@ -1,5 +1,6 @@
 """The audio helpers on their own: container sniffing, decoding and resampling (PyAV),
-windows and the joining of their texts, SubRip/WebVTT, and the form's field checks."""
+windows and the joining of their texts, SubRip/WebVTT, the form's field checks, and how a
+Whisper IR folder is recognised and checked."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import itertools
 import json
 import math
+import shutil
 import wave
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,10 @@ import pytest
 from engine.audio.decode import SAMPLE_RATE, AudioError, AudioTooLong, decode, sniff
 from engine.audio.subtitles import Segment, srt, vtt
 from engine.audio.windows import Window, is_silent, join_texts, windows
+from engine.models import ModelError, spec_from_path, verify_files
 from engine.server.audio.protocol import check_content_type, parse_fields
 from engine.server.errors import APIError
+from engine.supervisor.kinds import kind_of
 
 AUDIO = Path(__file__).resolve().parents[1] / "fixtures" / "audio"
 FACTS: dict[str, Any] = json.loads((AUDIO / "transcripts.json").read_text())
@@ -231,3 +235,37 @@ def test_a_file_that_says_it_is_not_audio_is_refused(kind: str) -> None:
 @pytest.mark.parametrize("kind", [None, "", "audio/wav", "video/webm", "application/octet-stream"])
 def test_audio_content_types_pass(kind: str | None) -> None:
     check_content_type(kind)
+
+
+# ---- the model folder ----------------------------------------------------------------
+
+TINY_WHISPER = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-whisper"
+
+
+def test_a_whisper_folder_is_a_transcription_model() -> None:
+    spec = spec_from_path(TINY_WHISPER)
+    assert (spec.task, spec.architecture, spec.format, spec.context_length) == (
+        "transcription",
+        "whisper",
+        "ir",
+        448,
+    )
+    assert kind_of(spec.task).loads_at_start is False
+    verify_files(spec)
+
+
+def test_a_whisper_folder_without_its_decoder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "broken-whisper"
+    shutil.copytree(TINY_WHISPER, folder)
+    (folder / "openvino_decoder_model.xml").unlink()
+    with pytest.raises(ModelError, match=r"openvino_decoder_model\.xml"):
+        spec_from_path(folder)
+
+
+def test_a_cut_decoder_is_damage_named_by_file(tmp_path: Path) -> None:
+    folder = tmp_path / "cut-whisper"
+    shutil.copytree(TINY_WHISPER, folder)
+    weights = folder / "openvino_decoder_model.bin"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ModelError, match=r"openvino_decoder_model\.bin is cut short"):
+        verify_files(spec_from_path(folder))
