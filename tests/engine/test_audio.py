@@ -269,3 +269,23 @@ def test_a_cut_decoder_is_damage_named_by_file(tmp_path: Path) -> None:
     weights.write_bytes(weights.read_bytes()[:1000])
     with pytest.raises(ModelError, match=r"openvino_decoder_model\.bin is cut short"):
         verify_files(spec_from_path(folder))
+
+
+@pytest.mark.parametrize("name", ["hello.wav", "hello.mp3", "cat.ogg"])
+def test_damaged_uploads_decode_or_are_refused_never_worse(name: str) -> None:
+    """Cut short or with seeded bytes overwritten, a file decodes or is an AudioError."""
+    data = (AUDIO / name).read_bytes()
+    rng = np.random.default_rng(20261202)
+    variants = [data[:cut] for cut in (8, 40, 200, len(data) // 2)]
+    for _ in range(6):
+        damaged = bytearray(data)
+        for position in rng.integers(0, len(data), size=64):
+            damaged[int(position)] = int(rng.integers(0, 256))
+        variants.append(bytes(damaged))
+    for variant in variants:
+        try:
+            samples = decode(variant, 60)
+        except AudioError:
+            continue
+        assert samples.dtype == np.float32
+        assert bool(np.all(np.abs(samples) <= 1.0))

@@ -260,3 +260,19 @@ def test_the_cross_site_guard_lets_uploads_through_only_where_they_belong(
     assert local.status_code == 200 and local.json()["text"] == TRANSCRIPTS["hello"]
     chat = httpx.post(f"{server.base_url}/v1/chat/completions", data=data, files=clip)
     assert chat.status_code == 415, chat.text
+
+
+def test_prompt_and_temperature_reach_the_model(client: openai.OpenAI) -> None:
+    """The tiny model was never trained with a prompt or sampling: these only have to run
+    (a 200 with text), and the greedy answer must stay exact."""
+    with (AUDIO / "hello.wav").open("rb") as clip:
+        prompted = client.audio.transcriptions.create(
+            model=WHISPER, file=clip, prompt="Sidelight, OpenVINO.", language="en"
+        )
+    assert isinstance(prompted.text, str)
+    with (AUDIO / "hello.wav").open("rb") as clip:
+        sampled = client.audio.transcriptions.create(model=WHISPER, file=clip, temperature=0.5)
+    assert isinstance(sampled.text, str)
+    with (AUDIO / "hello.wav").open("rb") as clip:
+        greedy = client.audio.transcriptions.create(model=WHISPER, file=clip, temperature=0)
+    assert greedy.text == TRANSCRIPTS["hello"]
