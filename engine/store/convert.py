@@ -394,6 +394,8 @@ def _task(request: ConvertRequest, endpoint: str | None, token: str | None) -> s
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"cannot read {request.source}'s config.json: {exc}") from exc
     architectures = [str(a) for a in config.get("architectures") or []]
+    if task_from_config(config) == "transcription":  # Whisper: encoder, stateful decoder
+        return "automatic-speech-recognition-with-past"
     if any(
         a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
         for a in architectures
@@ -453,7 +455,7 @@ def _cleanup(staging: Path) -> None:
 def _manifest(model_id: str, staging: Path, request: ConvertRequest) -> Manifest:
     facts = ir_facts(staging)
     context, arch = None, None
-    if facts.task == "chat":
+    if facts.task in ("chat", "transcription"):
         try:
             spec = spec_from_path(staging, model_id=model_id)
         except ModelError as exc:

@@ -180,6 +180,8 @@ def _fetch_all(
 def _check_servable(listing: RepoListing) -> None:
     if listing.has("openvino_model.xml") and listing.has("openvino_model.bin"):
         return
+    if listing.has("openvino_encoder_model.xml") and listing.has("openvino_decoder_model.xml"):
+        return  # a speech recogniser (Whisper): encoder and decoder
     if any(f.path.endswith(".gguf") for f in listing.files):
         raise StoreError(
             f"{listing.repo} holds GGUF files, not an OpenVINO model: download the .gguf you "

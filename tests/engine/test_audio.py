@@ -289,3 +289,14 @@ def test_damaged_uploads_decode_or_are_refused_never_worse(name: str) -> None:
             continue
         assert samples.dtype == np.float32
         assert bool(np.all(np.abs(samples) <= 1.0))
+
+
+def test_sidelight_convert_exports_whisper_for_speech_recognition(tmp_path: Path) -> None:
+    from engine.store.convert import ConvertRequest, _task
+
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"})
+    )
+    assert _task(ConvertRequest(str(tmp_path)), None, None) == (
+        "automatic-speech-recognition-with-past"
+    )
