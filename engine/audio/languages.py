@@ -2,7 +2,7 @@
 vocabulary order) to the English name OpenAI's ``verbose_json`` answers with.
 
 The table is Whisper's own (``LANGUAGES`` in openai-whisper's ``tokenizer.py``, MIT licence),
-the 99 languages of its multilingual vocabulary. Pure data.
+the 99 languages of its multilingual vocabulary and large-v3's Cantonese. Pure data.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ LANGUAGES: Final[dict[str, str]] = {
     "ba": "bashkir",
     "jw": "javanese",
     "su": "sundanese",
+    "yue": "cantonese",  # large-v3's 100th (the worker refuses it for a model without it)
 }
 
 
