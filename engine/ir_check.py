@@ -40,8 +40,8 @@ JSON_FILES = (
     "special_tokens_map.json",
     "chat_template.json",
     "openvino_config.json",
-    "preprocessor_config.json",  # vision-language models: how images are sized
-    "processor_config.json",
+    "preprocessor_config.json",  # vision-language models: how images are sized; speech
+    "processor_config.json",  # models: their feature extractor
 )
 IR_STEMS = (
     "openvino_model",
@@ -57,6 +57,8 @@ IR_STEMS = (
     "openvino_resampler_model",
     "openvino_multi_modal_projector_model",
     "openvino_vision_projection_model",
+    "openvino_encoder_model",  # a speech model (Whisper): encoder and decoder
+    "openvino_decoder_model",
 )
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 64

@@ -28,11 +28,12 @@ GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "
 
 DEMO_MODEL_ID = "sidelight-demo"
 
-ModelTask = Literal["chat", "embeddings", "rerank", "vision"]
+ModelTask = Literal["chat", "embeddings", "rerank", "vision", "transcription"]
 """What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder),
-``/v1/rerank`` (a cross-encoder) or chat with images (a vision-language model: generative,
-it also reads images); the wire and manifest value is the string."""
-TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank", "vision")
+``/v1/rerank`` (a cross-encoder), chat with images (a vision-language model: generative,
+it also reads images) or ``/v1/audio/transcriptions`` and ``translations`` (a speech
+recogniser, Whisper); the wire and manifest value is the string."""
+TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank", "vision", "transcription")
 GENERATIVE_TASKS: frozenset[ModelTask] = frozenset({"chat", "vision"})
 """The tasks chat, completions and every generating dialect serve."""
 
@@ -40,6 +41,16 @@ GENERATIVE_TASKS: frozenset[ModelTask] = frozenset({"chat", "vision"})
 # beside each other (plus a text-embeddings model, and per family a merger/resampler).
 VLM_LANGUAGE_MODEL = "openvino_language_model.xml"
 VLM_VISION_MODEL = "openvino_vision_embeddings_model.xml"
+
+# The files of a Whisper IR folder (optimum-intel's automatic-speech-recognition-with-past).
+SPEECH_IR_FILES = (
+    "openvino_encoder_model.xml",
+    "openvino_encoder_model.bin",
+    "openvino_decoder_model.xml",
+    "openvino_decoder_model.bin",
+    "openvino_tokenizer.xml",
+    "openvino_detokenizer.xml",
+)
 
 # Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
 _GENAI_KEYS = (
@@ -157,6 +168,8 @@ def is_vlm_folder(folder: Path) -> bool:
 
 
 def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
+    if (folder / "openvino_encoder_model.xml").is_file():
+        return _speech_spec(folder, model_id)
     vlm = is_vlm_folder(folder)
     main = VLM_LANGUAGE_MODEL if vlm else "openvino_model.xml"
     needed = [main, main.removesuffix(".xml") + ".bin"]
@@ -185,6 +198,30 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
         is_demo=folder == demo_model_path().resolve(),
         task=task_from_config(config),
         kv_dims=kv_dims_from_config(config),
+    )
+
+
+def _speech_spec(folder: Path, model_id: str) -> ModelSpec:
+    """A speech recogniser's IR folder: an encoder and a decoder, and a Whisper config."""
+    missing = [name for name in SPEECH_IR_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelError(
+            f"{folder.name} is not an OpenVINO speech model folder (missing {', '.join(missing)})"
+        )
+    config = read_json(folder / "config.json")
+    if task_from_config(config) != "transcription":
+        kind = config.get("model_type") or "unknown"
+        raise ModelError(
+            f"{folder.name}: an encoder-decoder model of type '{kind}' is not supported "
+            "(supported: whisper)"
+        )
+    return ModelSpec(
+        id=model_id,
+        path=folder,
+        format="ir",
+        context_length=_first_int(config, "max_target_positions"),
+        architecture="whisper",
+        task="transcription",
     )
 
 
@@ -258,13 +295,16 @@ def task_from_config(config: dict[str, Any]) -> ModelTask:
 
     A config with a ``vision_config`` is a vision-language model (it chats and sees); a
     causal LM chats; a sequence classifier with one label is a cross-encoder reranker
-    (its one logit scores a query-document pair); any other architecture is an encoder used
+    (its one logit scores a query-document pair); Whisper transcribes speech; any other
+    architecture is an encoder used
     for embeddings. A config that names no architecture is taken for a chat model (the one
     Sidelight writes beside an imported GGUF names none).
     """
     if isinstance(config.get("vision_config"), dict):
         return "vision"
     architectures = [str(a) for a in config.get("architectures") or []]
+    if config.get("model_type") == "whisper" or "WhisperForConditionalGeneration" in architectures:
+        return "transcription"
     if not architectures or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return "chat"
     if any(a.endswith("ForSequenceClassification") for a in architectures):

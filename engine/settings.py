@@ -296,6 +296,14 @@ class Settings:
     max_body_bytes: int = setting(
         DEFAULT_MAX_BODY_BYTES, parse_int, refuse(lambda v: v < 1024, "must be at least 1024")
     )
+    # Speech uploads (/v1/audio): the largest audio file (the body limit caps it too) and
+    # the longest audio, decoded (16 kHz float32: 64 KB a second).
+    max_audio_bytes: int = setting(
+        DEFAULT_MAX_BODY_BYTES, parse_int, refuse(lambda v: v < 1024, "must be at least 1024")
+    )
+    max_audio_seconds: float = setting(
+        900.0, parse_float, refuse(lambda v: not 1 <= v <= 14400, "must be between 1 and 14400")
+    )
     device: str = setting("CPU", parse_text)
     cpu: CpuSettings = group(CpuSettings)
     # The KV-cache budget; the served context is what fits in it.

@@ -13,6 +13,7 @@ Threading: as the two objects it delegates to (any thread; ``acquire``, ``unload
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from engine.models import ModelSpec
@@ -21,7 +22,7 @@ from engine.supervisor.client import EngineClient
 from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import EngineStatus, LoadedModel
 from engine.supervisor.unloads import UnloadEvent
-from engine.worker.messages import Embedded, Reranked
+from engine.worker.messages import Embedded, Reranked, Transcribe, Transcribed
 
 
 class ServedEngine:
@@ -67,6 +68,11 @@ class ServedEngine:
         self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
     ) -> Reranked:
         return await self.scheduler.rerank(spec, query, documents, device)
+
+    async def transcribe(
+        self, spec: ModelSpec, command: Callable[[int, str], Transcribe], device: str | None = None
+    ) -> Transcribed:
+        return await self.scheduler.transcribe(spec, command, device)
 
     def budget_mb(self) -> int:
         return self.scheduler.budget_mb()

@@ -21,6 +21,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 
 from engine.server.anthropic.routes import ANTHROPIC_ERRORS, anthropic_routes
+from engine.server.audio.routes import audio_routes
 from engine.server.auth import ApiKeyMiddleware
 from engine.server.body_limit import BodyLimitMiddleware
 from engine.server.cross_site import CrossSiteGuard
@@ -43,7 +44,7 @@ from engine.server.ollama.routes import OLLAMA_ERRORS, ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
-from engine.server.pipeline.engine import Encoders, EngineLike
+from engine.server.pipeline.engine import Encoders, EngineLike, Transcriber
 from engine.server.remote.encoders import RemoteEncoders
 from engine.server.request_limit import RequestLimitMiddleware
 from engine.server.rerank.routes import rerank_routes
@@ -53,7 +54,7 @@ from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 
 
-class ServerEngine(EngineLike, Encoders, HealthSource, Protocol):
+class ServerEngine(EngineLike, Encoders, Transcriber, HealthSource, Protocol):
     """Everything the app asks of the engine (the runtime's
     :class:`engine.runtime.ServedEngine`): generations through the pipeline, embeddings and
     rerank, ``/health``, and reading the workers' pipes on the server's loop."""
@@ -89,6 +90,9 @@ def create_app(settings: Settings, engine: ServerEngine, pipeline: Pipeline) -> 
         *model_settings_routes(store),  # /api/sidelight/models/{id}/settings
         *lmstudio_v1_routes(pipeline, engine, ResponseStore(settings.paths.lmstudio_chats_dir)),
         *rerank_routes(pipeline.resolver, encoders),
+        *audio_routes(
+            pipeline.resolver, engine, settings.max_audio_bytes, settings.max_audio_seconds
+        ),
         *ollama_routes(OllamaServing(pipeline), encoders),  # last: it ends with an /api catch-all
     ]
 

@@ -22,7 +22,11 @@ The rules, applied to every request:
    ``text/plain`` and ``multipart/form-data`` always (they are how a page smuggles JSON
    past a preflight, and no API client sends them), any other type, and the two exceptions
    when a browser marker is present. The ``openai`` and ``ollama`` clients, LangChain, IDE
-   plugins and ``curl -H 'Content-Type: application/json'`` all send JSON.
+   plugins and ``curl -H 'Content-Type: application/json'`` all send JSON. One more
+   exception: OpenAI's audio upload paths (``/v1/audio/transcriptions``, ``translations``)
+   take ``multipart/form-data``, as OpenAI's API does, from a client with no browser marker
+   or from an allowed origin (rule 1 has refused every other origin by then); an audio file
+   cannot smuggle a JSON request, and those paths read nothing but a form.
 
 Requests without a body (GET, preflight OPTIONS, an empty POST) pass rule 2.
 """
@@ -39,6 +43,8 @@ from engine.server.errors import refusal
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Accepted from clients that are not browsers (rule 2's exceptions).
 _NON_BROWSER_TYPES = frozenset({"", "application/x-www-form-urlencoded"})
+# Paths whose API is a multipart upload (rule 2's last exception).
+_MULTIPART_PATHS = frozenset({"/v1/audio/transcriptions", "/v1/audio/translations"})
 
 
 class CrossSiteGuard:
@@ -67,7 +73,16 @@ class CrossSiteGuard:
         if scope["method"] in _BODY_METHODS and _has_body(headers):
             media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             browser = origin is not None or "sec-fetch-site" in headers
-            if not _is_json(media_type) and (browser or media_type not in _NON_BROWSER_TYPES):
+            upload = (
+                media_type == "multipart/form-data"
+                and scope["path"] in _MULTIPART_PATHS
+                and (origin is not None or not browser)
+            )
+            if (
+                not _is_json(media_type)
+                and not upload
+                and (browser or media_type not in _NON_BROWSER_TYPES)
+            ):
                 shown = media_type or "none"
                 response = refusal(
                     scope,

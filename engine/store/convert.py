@@ -396,6 +396,8 @@ def _task(request: ConvertRequest, endpoint: str | None, token: str | None) -> s
     architectures = [str(a) for a in config.get("architectures") or []]
     if task_from_config(config) == "vision":
         return "image-text-to-text"  # a vision-language model: language + vision encoders
+    if task_from_config(config) == "transcription":  # Whisper: encoder, stateful decoder
+        return "automatic-speech-recognition-with-past"
     if any(
         a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
         for a in architectures
@@ -455,7 +457,7 @@ def _cleanup(staging: Path) -> None:
 def _manifest(model_id: str, staging: Path, request: ConvertRequest) -> Manifest:
     facts = ir_facts(staging)
     context, arch = None, None
-    if facts.task in GENERATIVE_TASKS:
+    if facts.task in GENERATIVE_TASKS or facts.task == "transcription":
         try:
             spec = spec_from_path(staging, model_id=model_id)
         except ModelError as exc:

@@ -183,6 +183,8 @@ def _check_servable(listing: RepoListing) -> None:
     vlm = ("openvino_language_model", "openvino_vision_embeddings_model")
     if all(listing.has(f"{stem}.xml") and listing.has(f"{stem}.bin") for stem in vlm):
         return  # a vision-language export (image-text-to-text)
+    if listing.has("openvino_encoder_model.xml") and listing.has("openvino_decoder_model.xml"):
+        return  # a speech recogniser (Whisper): encoder and decoder
     if any(f.path.endswith(".gguf") for f in listing.files):
         raise StoreError(
             f"{listing.repo} holds GGUF files, not an OpenVINO model: download the .gguf you "

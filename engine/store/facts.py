@@ -104,10 +104,12 @@ def _ir_weights(folder: Path, quant: dict[str, Any]) -> tuple[str | None, bool]:
     if isinstance(bits, int):
         channel_wise_sym = bool(quant.get("sym")) and quant.get("group_size") == -1
         return f"int{bits}", channel_wise_sym
-    main = folder / "openvino_model.xml"
-    if not main.is_file():  # a vision-language export: its language model holds the weights
-        main = folder / "openvino_language_model.xml"
-    return _scan_xml_weights(main), False
+    xml = folder / "openvino_model.xml"
+    if not xml.is_file():  # a vision-language export: its language model holds the weights
+        xml = folder / "openvino_language_model.xml"
+    if not xml.is_file():  # a speech recogniser: the decoder holds most of the weights
+        xml = folder / "openvino_decoder_model.xml"
+    return _scan_xml_weights(xml), False
 
 
 def _scan_xml_weights(xml: Path) -> str | None:

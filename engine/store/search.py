@@ -158,7 +158,9 @@ def size_result(
             raise HubError(f"{model.repo} has no single-file GGUF model to download")
         chosen = next((f for f in choices if f.path == gguf_file), None)
         return judge(model, (chosen or preferred_gguf(choices),), choices, machine)
-    if not (listing.has("openvino_model.xml") or listing.has("openvino_language_model.xml")):
+    speech = listing.has("openvino_encoder_model.xml") and listing.has("openvino_decoder_model.xml")
+    vlm = listing.has("openvino_language_model.xml")
+    if not listing.has("openvino_model.xml") and not speech and not vlm:
         raise HubError(f"{model.repo} has no openvino_model.xml: it is not an OpenVINO model")
     return judge(model, listing.files, (), machine)
 

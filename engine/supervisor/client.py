@@ -64,6 +64,8 @@ from engine.worker.messages import (
     Reranked,
     Shutdown,
     Submit,
+    Transcribe,
+    Transcribed,
     UnloadModel,
 )
 
@@ -71,7 +73,9 @@ __all__ = ["EngineClient"]
 
 logger = logging.getLogger(__name__)
 
-_Answer = TypeVar("_Answer", Embedded, Reranked)  # the one event a one-shot request ends with
+_Answer = TypeVar(
+    "_Answer", Embedded, Reranked, Transcribed
+)  # the one event a one-shot request ends with
 
 
 class EngineClient:
@@ -374,6 +378,17 @@ class EngineClient:
         return await self._one_shot(
             lambda rid: Rerank(rid, spec, device, query, tuple(documents)), "documents", Reranked
         )
+
+    async def transcribe(self, command: Callable[[int], Transcribe]) -> Transcribed:
+        """Transcribe one window with the recogniser the command names (``command`` builds it
+        for a request id).
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: a field the model cannot honour (``invalid_request`` naming it),
+                or the model could not be loaded or run.
+        """
+        return await self._one_shot(command, "file", Transcribed)
 
     async def _one_shot(
         self, command: Callable[[int], Command], param: str, answer: type[_Answer]

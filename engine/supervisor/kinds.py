@@ -51,7 +51,7 @@ class ModelKind:
 
 
 def _encoder(task: ModelTask) -> ModelKind:
-    """An encoder (embeddings, rerank): loads in its first request, timed by the scheduler."""
+    """An encoder (embeddings, rerank, transcription): loads in its first request, timed by the scheduler."""
     return ModelKind(
         task=task,
         loads_at_start=False,
@@ -80,6 +80,7 @@ KINDS: Final[dict[ModelTask, ModelKind]] = {
     "vision": _generator("vision"),
     "embeddings": _encoder("embeddings"),
     "rerank": _encoder("rerank"),
+    "transcription": _encoder("transcription"),
 }
 assert set(KINDS) == set(TASKS), "every model task needs a row in KINDS"
 

@@ -72,14 +72,14 @@ from engine.supervisor.states import (
     NoRoom,
 )
 from engine.supervisor.unloads import UnloadEvent, UnloadLog, UnloadReason
-from engine.worker.messages import Embedded, Reranked
+from engine.worker.messages import Embedded, Reranked, Transcribe, Transcribed
 
 __all__ = ["LoadedModel", "NoRoom", "Scheduler", "SchedulerListener", "model_key"]
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
-_Answer = TypeVar("_Answer", Embedded, Reranked)  # what a one-shot request ends with
+_Answer = TypeVar("_Answer", Embedded, Reranked, Transcribed)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 
 SchedulerListener = Callable[[str | None, EngineStatus | None], None]
@@ -587,6 +587,16 @@ class Scheduler:
         worker (see :meth:`embed`)."""
         return await self._on_worker(
             spec, device, lambda client: client.rerank(spec, query, documents, device)
+        )
+
+    async def transcribe(
+        self, spec: ModelSpec, command: Callable[[int, str], Transcribe], device: str | None = None
+    ) -> Transcribed:
+        """Transcribe one window with the recogniser ``spec`` in its own worker (see
+        :meth:`embed`); ``command`` builds the request for a request id and device."""
+        where = device or self._settings.device
+        return await self._on_worker(
+            spec, device, lambda client: client.transcribe(lambda rid: command(rid, where))
         )
 
     async def _on_worker(

@@ -191,6 +191,28 @@ class Rerank:
     documents: tuple[str, ...]
 
 
+SpeechTask = Literal["transcribe", "translate"]
+"""What a speech recogniser is asked for: the words as spoken, or in English."""
+
+
+@dataclass(frozen=True)
+class Transcribe:
+    """Transcribe one window of speech with the recogniser ``spec`` (loaded on first use and
+    kept, as embedding models are). ``samples`` is 16 kHz mono float32 audio, native byte
+    order, at most one window long: the server cuts longer audio and sends the windows one
+    at a time (progress, cancellation between windows, a bounded pipe message)."""
+
+    request_id: int
+    spec: ModelSpec
+    device: str
+    samples: bytes
+    task: SpeechTask = "transcribe"
+    language: str | None = None  # ISO-639-1 code; None: the model detects it
+    prompt: str | None = None  # Whisper's initial prompt (spelling, context)
+    temperature: float = 0.0
+    timestamps: bool = False  # segments with their times (verbose_json, srt, vtt)
+
+
 @dataclass(frozen=True)
 class Ping:
     """Answered with :class:`Pong` between engine steps.
@@ -202,7 +224,7 @@ class Ping:
     token: int
 
 
-Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Rerank | Ping
+Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Rerank | Transcribe | Ping
 
 # ---- events: worker -> server ------------------------------------------------------------
 
@@ -320,6 +342,17 @@ class Reranked:
 
 
 @dataclass(frozen=True)
+class Transcribed:
+    """The answer to :class:`Transcribe`: the window's text, its segments (seconds from the
+    window's start, when timestamps were asked for) and the language spoken (a code)."""
+
+    request_id: int
+    text: str
+    segments: tuple[tuple[float, float, str], ...] = ()
+    language: str | None = None
+
+
+@dataclass(frozen=True)
 class Pong:
     token: int
 
@@ -336,5 +369,6 @@ Event = (
     | Finished
     | Embedded
     | Reranked
+    | Transcribed
     | Pong
 )

@@ -49,10 +49,12 @@ from engine.worker.messages import (
     Shutdown,
     Speculation,
     Submit,
+    Transcribe,
     UnloadModel,
     WorkerStarted,
 )
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
+from engine.worker.speech import SpeechRefused, SpeechRunner
 from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
 from engine.worker.vision import image_token_counter
 
@@ -110,6 +112,7 @@ class Worker:
         self._backend: Backend | None = None
         self._embeddings = EmbeddingRunner()
         self._reranker = RerankRunner()
+        self._speech = SpeechRunner()
         # Embed and Rerank requests, oldest first, worked through a chunk at a time.
         self._encoder_jobs: collections.deque[EmbedJob | RerankJob] = collections.deque()
         # Fair shares while both run: chat steps get as much time as the last embedding
@@ -184,7 +187,7 @@ class Worker:
         rid = None
         if isinstance(command, Submit):
             rid = command.request.request_id
-        elif isinstance(command, Embed | Rerank):
+        elif isinstance(command, Embed | Rerank | Transcribe):
             rid = command.request_id
         if rid is not None:
             self._send([RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")])
@@ -239,6 +242,8 @@ class Worker:
             self._start_embed(command)
         elif isinstance(command, Rerank):
             self._start_rerank(command)
+        elif isinstance(command, Transcribe):
+            self._transcribe(command)
         elif isinstance(command, Ping):
             self._send([Pong(command.token)])
         elif isinstance(command, Shutdown):
@@ -286,6 +291,28 @@ class Worker:
             self._send([Reranked(job.request_id, [], 0)])
         else:
             self._encoder_jobs.append(job)
+
+    def _transcribe(self, command: Transcribe) -> None:
+        """One window, run now: a recogniser has a worker of its own (no chat to share with),
+        and the server sends the next window only after this one's answer."""
+        rid = command.request_id
+        try:
+            self._send([self._speech.transcribe(command)])
+        except SpeechRefused as exc:
+            self._send([RequestRejected(rid, "invalid_request", str(exc), exc.param)])
+        except ModelError as exc:  # its files failed their check: name the file, not GenAI
+            logger.warning("not loading %s: %s", command.spec.id, exc)
+            message = (
+                f"the model '{command.spec.id}' is damaged: {exc}; remove it (sidelight rm) "
+                "and download it again"
+            )
+            self._send([RequestRejected(rid, "model_damaged", message, "model")])
+        except PIPE_ERRORS:
+            raise
+        except Exception as exc:
+            logger.exception("transcribing with %s failed", command.spec.id)
+            message = f"transcription failed: {short_error(exc)}"
+            self._send([RequestRejected(rid, "internal", message)])
 
     def _encoder_step(self) -> None:
         """Run one chunk of the oldest embed or rerank job once chat steps had their share."""

@@ -159,6 +159,8 @@ _SAMPLES: dict[str, tuple[object, str, object]] = {
         ("a.example", "b.example"),
     ),
     "max_body_bytes": (4096, "4096", 4096),
+    "max_audio_bytes": (8192, "8192", 8192),
+    "max_audio_seconds": (60, "60", 60.0),
     "device": ("GPU.1", "GPU.1", "GPU.1"),
     "cpu_pinning": (True, "true", True),
     "cpu_threads": (3, "3", 3),

@@ -23,6 +23,7 @@ from tests.waiting import wait_until
 
 TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
 TINY_RERANK = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-rerank"
+TINY_WHISPER = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-whisper"
 
 
 def free_port() -> int:
@@ -213,4 +214,12 @@ def store_rerank_model(home: Path, model_id: str = "tiny-rerank") -> str:
     models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
     models.mkdir(parents=True, exist_ok=True)
     store_ir_copy(models, model_id, TINY_RERANK, task="rerank", reasoning=False)
+    return model_id
+
+
+def store_speech_model(home: Path, model_id: str = "tiny-whisper") -> str:
+    """Put the tiny Whisper into the store under ``home``, as a finished download would."""
+    models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
+    models.mkdir(parents=True, exist_ok=True)
+    store_ir_copy(models, model_id, TINY_WHISPER, task="transcription", reasoning=False)
     return model_id

@@ -8,7 +8,7 @@ and the desktop app the runtime's :class:`engine.runtime.ServedEngine`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -32,6 +32,8 @@ from engine.worker.messages import (
     RequestAccepted,
     Reranked,
     TextDelta,
+    Transcribe,
+    Transcribed,
 )
 
 # How each refusal code of the worker reaches a client.
@@ -198,6 +200,14 @@ class Encoders(Protocol):
     async def rerank(
         self, spec: ModelSpec, query: str, documents: list[str], device: str | None = None
     ) -> Reranked: ...
+
+
+class Transcriber(Protocol):
+    """What the audio endpoints ask of the engine (the scheduler): one window at a time."""
+
+    async def transcribe(
+        self, spec: ModelSpec, command: Callable[[int, str], Transcribe], device: str | None = None
+    ) -> Transcribed: ...
 
 
 def request_failed(

@@ -30,6 +30,13 @@ from engine.supervisor.states import ERROR, LOADING, READY, EngineUnavailable, N
 
 logger = logging.getLogger(__name__)
 
+# Where a model that does not chat is used, and what it is (a chat request's refusal).
+_ROUTES = {
+    "embeddings": ("/v1/embeddings", "an embedding model"),
+    "rerank": ("/v1/rerank", "a reranker"),
+    "transcription": ("/v1/audio/transcriptions", "a speech recognition model"),
+}
+
 # How long a request waits for its model: Settings.load_wait_seconds (the engine's acquire).
 RETRY_AFTER_SECONDS = 5
 
@@ -101,8 +108,7 @@ class ModelResolver:
         # when a stored GGUF changed) stays off the event loop.
         spec = await asyncio.to_thread(self._spec_to_load, name, seen)
         if spec.task not in GENERATIVE_TASKS:
-            route = "/v1/rerank" if spec.task == "rerank" else "/v1/embeddings"
-            what = "a reranker" if spec.task == "rerank" else "an embedding model"
+            route, what = _ROUTES[spec.task]
             raise APIError(
                 400,
                 f"'{clip(name)}' is {what}; use POST {route} with it",
@@ -164,6 +170,32 @@ class ModelResolver:
                 "bge-reranker) in the model store",
                 param="model",
                 code="model_not_reranker",
+            )
+        return spec
+
+    async def transcription_model(self, name: str) -> ModelSpec:
+        """The speech recogniser ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not a speech recogniser
+                (a remote server's model included: audio is not passed on to remotes).
+        """
+        if self.remote(name) is not None:
+            raise APIError(
+                400,
+                f"'{clip(name)}' is a model on a remote server: Sidelight does not pass "
+                "audio on to remote servers yet",
+                param="model",
+                code="model_not_transcription",
+            )
+        spec = await self._encoder(name, "transcription")
+        if spec.task != "transcription":
+            raise APIError(
+                400,
+                f"'{spec.id}' is not a speech recognition model; transcription needs one "
+                "(e.g. whisper) in the model store",
+                param="model",
+                code="model_not_transcription",
             )
         return spec
 
