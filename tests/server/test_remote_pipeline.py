@@ -180,3 +180,11 @@ async def test_images_for_a_remote_model_are_refused_never_dropped() -> None:
         await pipe.start(request(images=(image,)))
     assert (refused.value.status, refused.value.param) == (400, image.field)
     assert "remote" in refused.value.message and remote.sent == []
+
+
+async def test_audio_for_a_remote_model_is_refused_naming_the_model() -> None:
+    pipe, _ = pipeline(ScriptedRemote())
+    with pytest.raises(APIError) as refused:
+        await pipe.resolver.transcription_model("whisper@box")
+    assert (refused.value.status, refused.value.param) == (400, "model")
+    assert "remote" in refused.value.message
