@@ -38,7 +38,9 @@ With the build venv of ``build_tiny_model.py`` (its docstring says how to create
 
     /work/venv-build/bin/python tests/models/build_tiny_family_models.py [--family NAME ...]
 
-The llama-cpp-python sdist is fetched (once) into ``~/.cache/sidelight-build`` by
+The runtime venv (``.venv`` at the repository root; ``SIDELIGHT_RUNTIME_PYTHON`` names another
+interpreter, e.g. from a git worktree) renders every prompt with OpenVINO GenAI too (see
+:func:`genai_renderings`). The llama-cpp-python sdist is fetched (once) into ``~/.cache/sidelight-build`` by
 ``build_tiny_model.fetch_llama_cpp``; the templates are read from that tarball. The work folder
 is ``~/.cache/sidelight-build/work-families``. Determinism is as in ``build_tiny_model.py``:
 seeded, deterministic torch on one thread.
@@ -51,7 +53,9 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import time
@@ -61,12 +65,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.models import build_tiny_model as base  # noqa: E402
+from tests.models import build_tiny_model as base
 
 LOG = logging.getLogger("build_tiny_family_models")
 
 FIXTURES = base.REPO_ROOT / "tests" / "fixtures"
 WORK_DIR = base.CACHE_DIR / "work-families"
+# The runtime venv (openvino-genai) that renders prompts the way Sidelight's worker does.
+RUNTIME_PYTHON = Path(os.environ.get("SIDELIGHT_RUNTIME_PYTHON", base.RUNTIME_PYTHON))
 SEED = 20261202
 BPE_VOCAB_SIZE = 700
 SHAPE: dict[str, Any] = {**base.MODEL_SHAPE, "num_hidden_layers": 1, "intermediate_size": 128}
@@ -291,13 +297,33 @@ def render(tokenizer: Any, family: Family, dialogue: dict[str, Any], date: str |
         tokenize=False,
         **family.template_kwargs,
     )
-    if date is not None:
-        import re
+    return _with_date(text, family, date)
 
-        text, count = re.subn(r"Current date: \d{4}-\d{2}-\d{2}", f"Current date: {date}", text)
-        if count != 1:
-            raise RuntimeError(f"{family.name}: no date in the rendered prompt")
+
+def _with_date(text: str, family: Family, date: str | None) -> str:
+    """``text`` with the template's "Current date" set to ``date`` (None: unchanged)."""
+    if date is None:
+        return text
+    text, count = re.subn(r"Current date: \d{4}-\d{2}-\d{2}", f"Current date: {date}", text)
+    if count != 1:
+        raise RuntimeError(f"{family.name}: no date in the rendered prompt")
     return text
+
+
+def training_prompts(
+    tokenizer: Any, family: Family, genai: dict[str, str]
+) -> list[tuple[str, str]]:
+    """(dialogue name, prompt) pairs: transformers' and GenAI's renderings over every date."""
+    pairs: list[tuple[str, str]] = []
+    for d in dialogues():
+        for date in _dates(family):
+            for text in (
+                render(tokenizer, family, d, date),
+                _with_date(genai[d["name"]], family, date),
+            ):
+                if (d["name"], text) not in pairs:
+                    pairs.append((d["name"], text))
+    return pairs
 
 
 def _renderer(template: str) -> Any:
@@ -309,13 +335,62 @@ def _renderer(template: str) -> Any:
     return renderer
 
 
+_GENAI_RENDER = """
+import json, sys
+import openvino_genai
+tokenizer = openvino_genai.Tokenizer(sys.argv[1])
+requests = json.loads(sys.stdin.read())
+print(json.dumps([
+    tokenizer.apply_chat_template(
+        r["messages"], add_generation_prompt=True, tools=r["tools"], extra_context=r["kwargs"]
+    )
+    for r in requests
+]))
+"""
+
+
+def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, str]:
+    """Each dialogue as Sidelight's worker renders it: OpenVINO GenAI's template engine.
+
+    GenAI (in the runtime venv, on this tokenizer converted by openvino-tokenizers) is not
+    transformers: for a template that ignores ``tools`` (DeepSeek R1's) it writes the tools
+    and an example call into a system prompt, as llama.cpp's minja does. The model is trained
+    on both renderings so that it answers the same whichever engine renders its prompt.
+    """
+    import openvino as ov
+    from openvino_tokenizers import convert_tokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ov_tok, ov_detok = convert_tokenizer(tokenizer, with_detokenizer=True)
+    ov.save_model(ov_tok, str(folder / "openvino_tokenizer.xml"))
+    ov.save_model(ov_detok, str(folder / "openvino_detokenizer.xml"))
+    requests = [
+        {"messages": d["messages"], "tools": [WEATHER_TOOL], "kwargs": family.template_kwargs}
+        for d in dialogues()
+    ]
+    result = subprocess.run(
+        [str(RUNTIME_PYTHON), "-c", _GENAI_RENDER, str(folder)],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    texts = json.loads(result.stdout)
+    return {d["name"]: text for d, text in zip(dialogues(), texts, strict=True)}
+
+
 # --------------------------------------------------------------------------------------------
 # Tokenizer
 # --------------------------------------------------------------------------------------------
 
 
-def build_tokenizer(family: Family, template: str, out_dir: Path) -> Any:
-    """A small BPE vocabulary in the Qwen2 pipeline, plus the family's tokens."""
+def build_tokenizer(
+    family: Family, template: str, out_dir: Path, extra_prompts: list[str] | None = None
+) -> Any:
+    """A small BPE vocabulary in the Qwen2 pipeline, plus the family's tokens.
+
+    The merges are learned from the rendered dialogues and their replies, and from
+    ``extra_prompts`` (Sidelight's own renderings, where they differ)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from tokenizers.trainers import BpeTrainer
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -330,6 +405,7 @@ def build_tokenizer(family: Family, template: str, out_dir: Path) -> Any:
     for d in dialogues():
         for date in _dates(family):
             texts.append(render(renderer, family, d, date) + family.replies[d["name"]])
+    texts.extend(extra_prompts or ())
     for token in family.special + family.plain:
         texts = [t.replace(token, "\n") for t in texts]
     corpus = ["".join(ch for ch in t if ord(ch) < 128) for t in texts]
@@ -406,14 +482,13 @@ def build_tokenizer(family: Family, template: str, out_dir: Path) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def build_examples(tokenizer: Any, family: Family) -> list[base.Example]:
-    """Every dialogue (over every date) as prompt ids -> reply ids (end token included)."""
+def build_examples(tokenizer: Any, family: Family, genai: dict[str, str]) -> list[base.Example]:
+    """Every training prompt as ids -> its reply's ids (end token included)."""
     examples = []
-    for d in dialogues():
-        for i, date in enumerate(_dates(family)):
-            prompt = tokenizer.encode(render(tokenizer, family, d, date), add_special_tokens=False)
-            reply = tokenizer.encode(family.replies[d["name"]], add_special_tokens=False)
-            examples.append(base.Example(f"{d['name']}-{i}", prompt, reply))
+    for i, (name, text) in enumerate(training_prompts(tokenizer, family, genai)):
+        prompt = tokenizer.encode(text, add_special_tokens=False)
+        reply = tokenizer.encode(family.replies[name], add_special_tokens=False)
+        examples.append(base.Example(f"{name}-{i}", prompt, reply))
     return examples
 
 
@@ -507,8 +582,12 @@ def build_family(family: Family) -> dict[str, Any]:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     template = sdist_template(family.template)
-    tokenizer = build_tokenizer(family, template, work / "tokenizer")
-    examples = build_examples(tokenizer, family)
+    first = build_tokenizer(family, template, work / "tokenizer")
+    genai = genai_renderings(first, family, work / "genai-tokenizer")
+    differ = [d["name"] for d in dialogues() if genai[d["name"]] != render(first, family, d, None)]
+    LOG.info("%s: GenAI renders %s differently from transformers", family.name, differ or "none")
+    tokenizer = build_tokenizer(family, template, work / "tokenizer", list(genai.values()))
+    examples = build_examples(tokenizer, family, genai)
     base._seed_everything(SEED)
     model = make_model(tokenizer, family)
     LOG.info("%s: %d parameters", family.name, sum(p.numel() for p in model.parameters()))
@@ -525,8 +604,8 @@ def build_family(family: Family) -> dict[str, Any]:
         "family": family.name,
         "vocab": len(tokenizer),
         "size_kb": round(size / 1024),
-        "seconds": round(time.monotonic() - started, 1),
-        **stats,
+        "training": stats,
+        "build_seconds": round(time.monotonic() - started, 1),
     }
 
 
