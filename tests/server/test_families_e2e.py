@@ -28,6 +28,8 @@ from engine.store.manifest import Manifest, Source
 from engine.store.store import ModelStore
 from tests.server.harness import ServerProcess, running_server
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAMILIES = ("gpt-oss", "qwen3-coder", "deepseek-r1", "gemma4")
 # Markup of every family, and their stop tokens: none may reach any content.
