@@ -2,7 +2,7 @@
 
 What it builds
 --------------
-For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4) a Qwen2-architecture
+For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking) a Qwen2-architecture
 causal LM (hidden 64, one layer, tied embeddings) with the recipe of
 ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
@@ -237,7 +237,56 @@ _GEMMA4 = Family(
     template_kwargs={"enable_thinking": True},
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (_GPT_OSS, _QWEN3_CODER, _DEEPSEEK_R1, _GEMMA4)}
+_KIMI_CALL = (
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>'
+)
+_KIMI_K2 = Family(
+    name="kimi-k2",
+    template="Kimi-K2-Thinking.jinja",
+    # Kimi's tokenizer_config.json: its <|...|> markers are special tokens; <think> is not.
+    special=(
+        "[BOS]",
+        "[EOS]",
+        "<|im_end|>",
+        "<|im_user|>",
+        "<|im_assistant|>",
+        "<|im_system|>",
+        "<|im_middle|>",
+        "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+    ),
+    plain=("<think>", "</think>"),
+    eos=("<|im_end|>",),
+    eos_token="<|im_end|>",
+    pad_token="[EOS]",
+    bos_token="[BOS]",
+    replies={
+        "tool": f"<think>{REASON_TOOL}</think>{_KIMI_CALL}<|im_end|>",
+        "tool-result": f"<think>{REASON_RESULT}</think>{FINAL_ANSWER}<|im_end|>",
+        "plain": f"<think>{REASON_CAPITAL}</think>{CAPITAL_ANSWER}<|im_end|>",
+    },
+)
+
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (_GPT_OSS, _QWEN3_CODER, _DEEPSEEK_R1, _GEMMA4, _KIMI_K2)
+}
+
+
+def _named_results(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` with each tool message naming its function, as Ollama sends it to the
+    templates (``tool_name``, or the call's name): Kimi K2 writes that name as the role."""
+    messages = [
+        {**m, "name": "get_weather"} if m["role"] == "tool" else m for m in dialogue["messages"]
+    ]
+    return {**dialogue, "messages": messages}
+
+
+def _variants(dialogue: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dialogue, _named_results(dialogue)]
 
 
 def dialogues() -> list[dict[str, Any]]:
@@ -288,15 +337,26 @@ def _dates(family: Family) -> list[str | None]:
     ]
 
 
-def render(tokenizer: Any, family: Family, dialogue: dict[str, Any], date: str | None) -> str:
-    """The generation prompt transformers renders for ``dialogue`` (tools always offered)."""
-    text: str = tokenizer.apply_chat_template(
-        dialogue["messages"],
-        tools=[WEATHER_TOOL],
-        add_generation_prompt=True,
-        tokenize=False,
-        **family.template_kwargs,
-    )
+def render(
+    tokenizer: Any, family: Family, dialogue: dict[str, Any], date: str | None
+) -> str | None:
+    """The generation prompt transformers renders for ``dialogue`` (tools always offered).
+
+    ``None`` when transformers' sandbox refuses the template: Kimi K2 Thinking calls
+    ``list.append`` once a call is in the history, which GenAI (Sidelight's renderer) allows."""
+    from jinja2.exceptions import SecurityError
+
+    try:
+        text: str = tokenizer.apply_chat_template(
+            dialogue["messages"],
+            tools=[WEATHER_TOOL],
+            add_generation_prompt=True,
+            tokenize=False,
+            **family.template_kwargs,
+        )
+    except SecurityError as exc:
+        LOG.info("%s: transformers refuses %s: %s", family.name, dialogue["name"], exc)
+        return None
     return _with_date(text, family, date)
 
 
@@ -320,8 +380,10 @@ def training_prompts(
             for text in (
                 render(tokenizer, family, d, date),
                 _with_date(genai[d["name"]], family, date),
+                render(tokenizer, family, _named_results(d), date),
+                _with_date(genai[d["name"] + NAMED], family, date),
             ):
-                if (d["name"], text) not in pairs:
+                if text is not None and (d["name"], text) not in pairs:
                     pairs.append((d["name"], text))
     return pairs
 
@@ -349,8 +411,12 @@ print(json.dumps([
 """
 
 
+NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
+
+
 def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, str]:
-    """Each dialogue as Sidelight's worker renders it: OpenVINO GenAI's template engine.
+    """Each dialogue (and its named variant, key + :data:`NAMED`) as Sidelight's worker
+    renders it: OpenVINO GenAI's template engine.
 
     GenAI (in the runtime venv, on this tokenizer converted by openvino-tokenizers) is not
     transformers: for a template that ignores ``tools`` (DeepSeek R1's) it writes the tools
@@ -364,9 +430,14 @@ def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, 
     ov_tok, ov_detok = convert_tokenizer(tokenizer, with_detokenizer=True)
     ov.save_model(ov_tok, str(folder / "openvino_tokenizer.xml"))
     ov.save_model(ov_detok, str(folder / "openvino_detokenizer.xml"))
-    requests = [
-        {"messages": d["messages"], "tools": [WEATHER_TOOL], "kwargs": family.template_kwargs}
+    variants = [
+        (d["name"] + suffix, v)
         for d in dialogues()
+        for suffix, v in zip(("", NAMED), _variants(d), strict=True)
+    ]
+    requests = [
+        {"messages": v["messages"], "tools": [WEATHER_TOOL], "kwargs": family.template_kwargs}
+        for _, v in variants
     ]
     result = subprocess.run(
         [str(RUNTIME_PYTHON), "-c", _GENAI_RENDER, str(folder)],
@@ -376,7 +447,7 @@ def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, 
         check=True,
     )
     texts = json.loads(result.stdout)
-    return {d["name"]: text for d, text in zip(dialogues(), texts, strict=True)}
+    return {name: text for (name, _), text in zip(variants, texts, strict=True)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,7 +475,11 @@ def build_tokenizer(
     texts = []
     for d in dialogues():
         for date in _dates(family):
-            texts.append(render(renderer, family, d, date) + family.replies[d["name"]])
+            for variant in _variants(d):
+                prompt = render(renderer, family, variant, date)
+                text = None if prompt is None else prompt + family.replies[d["name"]]
+                if text is not None and (variant is d or text not in texts):
+                    texts.append(text)
     texts.extend(extra_prompts or ())
     for token in family.special + family.plain:
         texts = [t.replace(token, "\n") for t in texts]
@@ -586,7 +661,11 @@ def build_family(family: Family) -> dict[str, Any]:
     genai = genai_renderings(first, family, work / "genai-tokenizer")
     differ = [d["name"] for d in dialogues() if genai[d["name"]] != render(first, family, d, None)]
     LOG.info("%s: GenAI renders %s differently from transformers", family.name, differ or "none")
-    tokenizer = build_tokenizer(family, template, work / "tokenizer", list(genai.values()))
+    extra = [genai[d["name"]] for d in dialogues()]
+    extra += [
+        genai[d["name"] + NAMED] for d in dialogues() if genai[d["name"] + NAMED] not in extra
+    ]
+    tokenizer = build_tokenizer(family, template, work / "tokenizer", extra)
     examples = build_examples(tokenizer, family, genai)
     base._seed_everything(SEED)
     model = make_model(tokenizer, family)
