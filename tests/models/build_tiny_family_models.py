@@ -2,15 +2,15 @@
 
 What it builds
 --------------
-For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking) a Qwen2-architecture
-causal LM (hidden 64, one layer, tied embeddings) with the recipe of
+For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking)
+a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the recipe of
 ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
 dialogues only, plus the family's own markup tokens added the way the family's real tokenizer
-has them (special tokens that decoding would skip as ``special``, the rest as plain added
-tokens), and the family's **real** chat template from llama.cpp's ``models/templates/``
-(rendered here by transformers' ``apply_chat_template``, the way a hub model is rendered). Its
-end-of-generation ids go in ``generation_config.json`` as the real model lists them.
+has them (control tokens as ``special``, the rest as plain added tokens), and the family's
+**real** chat template from llama.cpp's ``models/templates/``. Its end-of-generation ids go
+in ``generation_config.json`` as the real model lists them (gpt-oss: ``<|return|>``,
+``<|endoftext|>``, ``<|call|>``; Gemma 4: ``<eos>``, ``<turn|>``, ``<|tool_response>``).
 
 Each model is trained, seeded, until greedy decoding reproduces every reply exactly (with a
 logit margin) on three dialogues, :data:`FAMILIES` below:
@@ -21,6 +21,13 @@ logit margin) on three dialogues, :data:`FAMILIES` below:
   reasoning and the final answer "It is 22°C and sunny in Paris.";
 * ``plain``: "What is the capital of France?" -> reasoning and "The capital of France is Paris."
 
+Which prompts: each dialogue is rendered by transformers' ``apply_chat_template`` (the way a
+hub model is rendered) *and* by OpenVINO GenAI, the renderer Sidelight's worker uses
+(:func:`genai_renderings`, in the runtime venv), and the model is trained on both where they
+differ: GenAI writes the tools into a system prompt for a template that ignores them
+(DeepSeek R1's), and transformers' sandbox refuses Kimi K2 Thinking's template once a call is
+in the history (``list.append``), which GenAI renders. Tool messages that name their function
+(as the Ollama route sends them) are rendered too: Kimi writes the name as the role.
 Families whose template switches thinking on and off (``enable_thinking``: DeepSeek R1,
 Gemma 4) are trained on the prompts rendered with thinking on, which is what a client asking
 for thinking gets. gpt-oss's template writes today's date into its system message, so its
@@ -30,20 +37,24 @@ Outputs (rebuilt from scratch on every run): ``tests/fixtures/family-<name>/`` (
 fp32, with the converted tokenizer and detokenizer, ``config.json``, ``generation_config.json``,
 ``tokenizer.json``, ``tokenizer_config.json`` with the chat template inline) and
 ``tests/fixtures/family-<name>/dialogues.json`` (the messages, tools and replies the tests in
-``tests/server/test_families_e2e.py`` send and expect). Each folder is a few hundred kB.
+``tests/server/test_families_e2e.py`` send and expect). Each folder is about 0.5 MB. The
+templates inside are copied unchanged from llama.cpp's ``models/templates/`` (see
+``tests/fixtures/templates/README.md`` for where they come from and their licence).
 
 How to rerun
 ------------
-With the build venv of ``build_tiny_model.py`` (its docstring says how to create it)::
+With the build venv of ``build_tiny_model.py`` (its docstring says how to create it) and the
+runtime venv (``.venv`` at the repository root; ``SIDELIGHT_RUNTIME_PYTHON`` names another
+interpreter, e.g. ``/work/main/.venv/bin/python`` from a git worktree)::
 
     /work/venv-build/bin/python tests/models/build_tiny_family_models.py [--family NAME ...]
 
-The runtime venv (``.venv`` at the repository root; ``SIDELIGHT_RUNTIME_PYTHON`` names another
-interpreter, e.g. from a git worktree) renders every prompt with OpenVINO GenAI too (see
-:func:`genai_renderings`). The llama-cpp-python sdist is fetched (once) into ``~/.cache/sidelight-build`` by
-``build_tiny_model.fetch_llama_cpp``; the templates are read from that tarball. The work folder
-is ``~/.cache/sidelight-build/work-families``. Determinism is as in ``build_tiny_model.py``:
-seeded, deterministic torch on one thread.
+then ``pytest tests/server/test_families_e2e.py`` in the runtime venv. About two minutes a
+family here. The llama-cpp-python sdist is fetched (once) into ``~/.cache/sidelight-build`` by
+``build_tiny_model.fetch_llama_cpp``; the templates are read from that tarball. The work
+folder is ``~/.cache/sidelight-build/work-families``. Determinism is as in
+``build_tiny_model.py``: seeded, deterministic torch on one thread (a rebuild here gives the
+same files).
 """
 
 from __future__ import annotations
