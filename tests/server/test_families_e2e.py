@@ -299,6 +299,28 @@ def test_anthropic_tool_use(claude: anthropic.Anthropic, family: str) -> None:
 
 
 @family
+def test_anthropic_streamed_tool_use(claude: anthropic.Anthropic, family: str) -> None:
+    """The stream's events (thinking, input_json deltas) add up to the same message."""
+    with claude.messages.stream(
+        model=_model_id(family),
+        max_tokens=2048,
+        messages=[{"role": "user", "content": _messages(family, "tool")[0]["content"]}],
+        tools=_anthropic_tools(family),  # type: ignore[arg-type]
+        **_anthropic_extra(family),
+    ) as stream:
+        message = stream.get_final_message()
+    assert message.stop_reason == "tool_use"
+    uses = [b for b in message.content if b.type == "tool_use"]
+    assert [(u.name, u.input) for u in uses] == [("get_weather", {"city": "Paris"})]
+    thinking = [b.thinking for b in message.content if b.type == "thinking"]
+    expected = _expect(family, "tool")["reasoning"]
+    assert thinking == ([expected] if expected else [])
+    for block in message.content:
+        if block.type == "text":
+            _clean(block.text)
+
+
+@family
 def test_anthropic_tool_result_round_trip(claude: anthropic.Anthropic, family: str) -> None:
     data = _data(family)
     message = claude.messages.create(
