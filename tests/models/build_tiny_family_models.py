@@ -2,9 +2,9 @@
 
 What it builds
 --------------
-For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking)
-a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the recipe of
-``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
+For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking,
+GLM-4.6) a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
+recipe of ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
 dialogues only, plus the family's own markup tokens added the way the family's real tokenizer
 has them (control tokens as ``special``, the rest as plain added tokens), and the family's
@@ -27,7 +27,10 @@ hub model is rendered) *and* by OpenVINO GenAI, the renderer Sidelight's worker 
 differ: GenAI writes the tools into a system prompt for a template that ignores them
 (DeepSeek R1's), and transformers' sandbox refuses Kimi K2 Thinking's template once a call is
 in the history (``list.append``), which GenAI renders. Tool messages that name their function
-(as the Ollama route sends them) are rendered too: Kimi writes the name as the role.
+(as the Ollama route sends them) are rendered too: Kimi writes the name as the role; for
+GLM-4.6 so is the tool in the ``ollama`` client's key order (its tiny model answers the other
+order differently). GLM-4.6 is the family whose template the issue saw GenAI refuse; where
+GenAI refuses, the worker's own Jinja renderer stands in, here as in Sidelight.
 Families whose template switches thinking on and off (``enable_thinking``: DeepSeek R1,
 Gemma 4) are trained on the prompts rendered with thinking on, which is what a client asking
 for thinking gets. gpt-oss's template writes today's date into its system message, so its
@@ -126,6 +129,7 @@ class Family:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning: bool = True
     dates: int = 0  # render over this many seeded dates (templates that print today's date)
+    ollama_tools: bool = False  # train on the ollama client's key order of the tool too
 
 
 def _harmony(channel: str, body: str, end: str) -> str:
@@ -282,8 +286,47 @@ _KIMI_K2 = Family(
     },
 )
 
+_GLM_CALL = (
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+)
+_GLM46 = Family(
+    name="glm-4.6",
+    template="GLM-4.6.jinja",
+    special=(
+        "<|endoftext|>",
+        "[gMASK]",
+        "<sop>",
+        "<|system|>",
+        "<|user|>",
+        "<|assistant|>",
+        "<|observation|>",
+    ),
+    plain=(
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+        "<tool_response>",
+        "</tool_response>",
+    ),
+    eos=("<|endoftext|>", "<|user|>", "<|observation|>"),
+    eos_token="<|endoftext|>",
+    pad_token="<|endoftext|>",
+    bos_token=None,
+    ollama_tools=True,  # the tiny model answers differently on the other key order
+    replies={
+        "tool": f"\n<think>{REASON_TOOL}</think>\n{_GLM_CALL}<|observation|>",
+        "tool-result": f"\n<think>{REASON_RESULT}</think>\n{FINAL_ANSWER}<|user|>",
+        "plain": f"\n<think>{REASON_CAPITAL}</think>\n{CAPITAL_ANSWER}<|user|>",
+    },
+)
+
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (_GPT_OSS, _QWEN3_CODER, _DEEPSEEK_R1, _GEMMA4, _KIMI_K2)
+    f.name: f for f in (_GPT_OSS, _QWEN3_CODER, _DEEPSEEK_R1, _GEMMA4, _KIMI_K2, _GLM46)
 }
 
 
@@ -296,8 +339,29 @@ def _named_results(dialogue: dict[str, Any]) -> dict[str, Any]:
     return {**dialogue, "messages": messages}
 
 
-def _variants(dialogue: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dialogue, _named_results(dialogue)]
+def _ollama_tools(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` with the tool as the ``ollama`` client sends it: ``required`` before
+    ``properties`` (its pydantic model's field order), which ``tojson`` templates keep."""
+    parameters = WEATHER_TOOL["function"]["parameters"]
+    reordered = {
+        "type": "object",
+        "required": parameters["required"],
+        "properties": parameters["properties"],
+    }
+    tool = {**WEATHER_TOOL, "function": {**WEATHER_TOOL["function"], "parameters": reordered}}
+    return {**dialogue, "tools": [tool]}
+
+
+NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
+OLLAMA = "|ollama"  # ... and of its _ollama_tools variant
+
+
+def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(key suffix, dialogue) for each shape the dialogue is trained in."""
+    variants = [("", dialogue), (NAMED, _named_results(dialogue))]
+    if family.ollama_tools:
+        variants.append((OLLAMA, _ollama_tools(_named_results(dialogue))))
+    return variants
 
 
 def dialogues() -> list[dict[str, Any]]:
@@ -360,7 +424,7 @@ def render(
     try:
         text: str = tokenizer.apply_chat_template(
             dialogue["messages"],
-            tools=[WEATHER_TOOL],
+            tools=dialogue.get("tools", [WEATHER_TOOL]),
             add_generation_prompt=True,
             tokenize=False,
             **family.template_kwargs,
@@ -388,14 +452,13 @@ def training_prompts(
     pairs: list[tuple[str, str]] = []
     for d in dialogues():
         for date in _dates(family):
-            for text in (
-                render(tokenizer, family, d, date),
-                _with_date(genai[d["name"]], family, date),
-                render(tokenizer, family, _named_results(d), date),
-                _with_date(genai[d["name"] + NAMED], family, date),
-            ):
-                if text is not None and (d["name"], text) not in pairs:
-                    pairs.append((d["name"], text))
+            for suffix, variant in _variants(family, d):
+                for text in (
+                    render(tokenizer, family, variant, date),
+                    _with_date(genai[d["name"] + suffix], family, date),
+                ):
+                    if text is not None and (d["name"], text) not in pairs:
+                        pairs.append((d["name"], text))
     return pairs
 
 
@@ -410,24 +473,32 @@ def _renderer(template: str) -> Any:
 
 _GENAI_RENDER = """
 import json, sys
+sys.path.insert(0, sys.argv[2])
 import openvino_genai
+from engine.worker.jinja_template import render_chat
+
 tokenizer = openvino_genai.Tokenizer(sys.argv[1])
-requests = json.loads(sys.stdin.read())
-print(json.dumps([
-    tokenizer.apply_chat_template(
-        r["messages"], add_generation_prompt=True, tools=r["tools"], extra_context=r["kwargs"]
-    )
-    for r in requests
-]))
+
+
+def render(r):
+    try:
+        return tokenizer.apply_chat_template(
+            r["messages"], add_generation_prompt=True, tools=r["tools"], extra_context=r["kwargs"]
+        )
+    except Exception as exc:  # as the worker does (engine/worker/prepare.py)
+        return render_chat(
+            tokenizer, r["messages"], tools=r["tools"], extra_context=r["kwargs"], genai_error=exc
+        )
+
+
+print(json.dumps([render(r) for r in json.loads(sys.stdin.read())]))
 """
-
-
-NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
 
 
 def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, str]:
     """Each dialogue (and its named variant, key + :data:`NAMED`) as Sidelight's worker
-    renders it: OpenVINO GenAI's template engine.
+    renders it: OpenVINO GenAI's template engine, or where GenAI refuses the template
+    (GLM-4.6's), the worker's own Jinja renderer (``engine.worker.jinja_template``).
 
     GenAI (in the runtime venv, on this tokenizer converted by openvino-tokenizers) is not
     transformers: for a template that ignores ``tools`` (DeepSeek R1's) it writes the tools
@@ -441,17 +512,17 @@ def genai_renderings(tokenizer: Any, family: Family, folder: Path) -> dict[str, 
     ov_tok, ov_detok = convert_tokenizer(tokenizer, with_detokenizer=True)
     ov.save_model(ov_tok, str(folder / "openvino_tokenizer.xml"))
     ov.save_model(ov_detok, str(folder / "openvino_detokenizer.xml"))
-    variants = [
-        (d["name"] + suffix, v)
-        for d in dialogues()
-        for suffix, v in zip(("", NAMED), _variants(d), strict=True)
-    ]
+    variants = [(d["name"] + suffix, v) for d in dialogues() for suffix, v in _variants(family, d)]
     requests = [
-        {"messages": v["messages"], "tools": [WEATHER_TOOL], "kwargs": family.template_kwargs}
+        {
+            "messages": v["messages"],
+            "tools": v.get("tools", [WEATHER_TOOL]),
+            "kwargs": family.template_kwargs,
+        }
         for _, v in variants
     ]
     result = subprocess.run(
-        [str(RUNTIME_PYTHON), "-c", _GENAI_RENDER, str(folder)],
+        [str(RUNTIME_PYTHON), "-c", _GENAI_RENDER, str(folder), str(base.REPO_ROOT)],
         input=json.dumps(requests),
         capture_output=True,
         text=True,
@@ -486,7 +557,7 @@ def build_tokenizer(
     texts = []
     for d in dialogues():
         for date in _dates(family):
-            for variant in _variants(d):
+            for _, variant in _variants(family, d):
                 prompt = render(renderer, family, variant, date)
                 text = None if prompt is None else prompt + family.replies[d["name"]]
                 if text is not None and (variant is d or text not in texts):
@@ -673,9 +744,10 @@ def build_family(family: Family) -> dict[str, Any]:
     differ = [d["name"] for d in dialogues() if genai[d["name"]] != render(first, family, d, None)]
     LOG.info("%s: GenAI renders %s differently from transformers", family.name, differ or "none")
     extra = [genai[d["name"]] for d in dialogues()]
-    extra += [
-        genai[d["name"] + NAMED] for d in dialogues() if genai[d["name"] + NAMED] not in extra
-    ]
+    for d in dialogues():
+        for suffix, _ in _variants(family, d)[1:]:
+            if genai[d["name"] + suffix] not in extra:
+                extra.append(genai[d["name"] + suffix])
     tokenizer = build_tokenizer(family, template, work / "tokenizer", extra)
     examples = build_examples(tokenizer, family, genai)
     base._seed_everything(SEED)

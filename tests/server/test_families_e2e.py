@@ -2,15 +2,15 @@
 
 One ``sidelight serve`` over a home whose store holds the tiny family models
 (``tests/models/build_tiny_family_models.py``: gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1,
-Gemma 4, Kimi K2 Thinking), each trained to print its family's native call and reasoning
-under its real chat template. Each is driven through the ``openai`` (whole and streamed),
-``anthropic`` and ``ollama`` clients: the call comes back structured with arguments
-``{"city": "Paris"}``, the reasoning in the dialect's reasoning field, and no markup or stop
-token in any content; the tool-result round trip gives the trained final answer; a forced
-``tool_choice`` still gives the call (for these families it is parsed, not constrained: the
-server logs that). Tests are parametrized over the families; the server is shared by the
-module. The Ollama messages carry no ids and no ``tool_name``, as many Ollama clients send
-them.
+Gemma 4, Kimi K2 Thinking, and GLM-4.6, whose template GenAI cannot render), each trained to
+print its family's native call and reasoning under its real chat template. Each is driven
+through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
+clients: the call comes back structured with arguments ``{"city": "Paris"}``, the reasoning
+in the dialect's reasoning field, and no markup or stop token in any content; the tool-result
+round trip gives the trained final answer; a forced ``tool_choice`` still gives the call (for
+these families it is parsed, not constrained: the server logs that). Tests are parametrized
+over the families; the server is shared by the module. The Ollama messages carry no ids and
+no ``tool_name``, as many Ollama clients send them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.server.harness import ServerProcess, running_server
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-FAMILIES = ("gpt-oss", "qwen3-coder", "deepseek-r1", "gemma4", "kimi-k2")
+FAMILIES = ("gpt-oss", "qwen3-coder", "deepseek-r1", "gemma4", "kimi-k2", "glm-4.6")
 # Markup of every family, and their stop tokens: none may reach any content.
 MARKUP = (
     "<|channel|>",
@@ -65,6 +65,10 @@ MARKUP = (
     "<|tool_calls_section",
     "<|tool_call",
     "<|im_",
+    "<arg_key>",
+    "<arg_value>",
+    "<|observation|>",
+    "<|user|>",
 )
 
 
