@@ -232,3 +232,32 @@ async def test_listing_the_running_models_names_no_requested_model(
         assert (request.requested_model, request.model) == (None, None)
     finally:
         await asyncio.to_thread(runtime.close)
+
+
+def test_tool_results_are_paired_with_their_calls() -> None:
+    """Ollama sends no call ids: the templates get ``call_<i>`` ids and tool messages that
+    answer them in order (Gemma 4 names the function of a result by its call's id)."""
+    from engine.server.ollama.serving_generate import _template_messages
+
+    messages = [
+        protocol.Message(role="user", content="Weather in Paris and Rome?"),
+        protocol.Message.model_validate(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                    {"function": {"name": "get_time", "arguments": {"city": "Rome"}}},
+                ],
+            }
+        ),
+        protocol.Message(role="tool", content="22°C sunny"),
+        protocol.Message(role="tool", content="noon", tool_name="clock"),
+        protocol.Message(role="tool", content="an extra result"),
+    ]
+    out = _template_messages(messages)
+    assert [c["id"] for c in out[1]["tool_calls"]] == ["call_0", "call_1"]
+    assert (out[2]["tool_call_id"], out[2]["name"]) == ("call_0", "get_weather")
+    assert (out[3]["tool_call_id"], out[3]["name"]) == ("call_1", "clock")  # tool_name wins
+    assert "tool_call_id" not in out[4] and "name" not in out[4]
+    assert "tool_call_id" not in out[0]

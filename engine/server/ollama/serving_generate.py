@@ -216,8 +216,14 @@ def _loaded(model: str, fields: dict[str, Any], reason: str = "load") -> Respons
 
 def _template_messages(messages: list[protocol.Message], images: ImageList) -> list[dict[str, Any]]:
     """Ollama messages as chat templates expect them (OpenAI-like, object arguments); each
-    message's ``images`` (base64) go to ``images``."""
+    message's ``images`` (base64) go to ``images``.
+
+    Ollama's calls carry no ids, but templates pair a tool result with its call by
+    ``tool_call_id`` (Gemma 4 writes ``response:NAME``, Kimi K2 the call's id): each call
+    gets ``call_<i>`` and the tool messages after it answer the calls in order, so each
+    gets its call's id and, without a ``tool_name``, its call's function name."""
     out: list[dict[str, Any]] = []
+    pending: list[tuple[str, str]] = []  # (id, name) of the calls not answered yet
     for i, message in enumerate(messages):
         item: dict[str, Any] = {"role": message.role, "content": message.content or ""}
         if message.images:
@@ -234,6 +240,13 @@ def _template_messages(messages: list[protocol.Message], images: ImageList) -> l
                 }
                 for index, c in enumerate(message.tool_calls)
             ]
+            pending = [(c["id"], c["function"]["name"]) for c in item["tool_calls"]]
+        elif message.role != "tool":
+            pending = []
+        if message.role == "tool" and pending:
+            call_id, name = pending.pop(0)
+            item["tool_call_id"] = call_id
+            item["name"] = name
         if message.tool_name:
             item["name"] = message.tool_name
         out.append(item)
