@@ -198,7 +198,7 @@ class ChatWindow(QWidget):
         splitter.setSizes([180, 440])
         self.notice = NoticeBar()
         bottom = self._build_bottom()
-        self.status_strip = StatusStrip(lambda: self.controller.status.worker_pid)
+        self.status_strip = StatusStrip(self.controller.worker_pids)
 
         layout = QVBoxLayout(self)
         layout.addLayout(top)
