@@ -72,6 +72,7 @@ from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, TranscriptView
 from engine.parsing import ToolCall
+from engine.supervisor.states import READY, EngineStatus
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ class ChatWindow(QWidget):
         self.session = ChatSession()
         self.escape_hides = True
         self._missing_said: tuple[str, str] | None = None  # (chat, model) said gone
+        self._crash_notice: str | None = None  # the crash notice shown, until recovery
         self._job: ReplyJob | None = None
         self._worker: StreamWorker | None = None
 
@@ -165,12 +167,29 @@ class ChatWindow(QWidget):
 
         controller.models_changed.connect(self._sync_models)
         controller.status_changed.connect(self._sync_models)
+        controller.status_changed.connect(self._on_engine_status)
         controller.chore_changed.connect(self._sync_chore)
         self._sync_chore()
         self._sync_models()
         self._sync_history()
         self._sync_title()
         self._render()
+        self._reopen_last()
+
+    def _reopen_last(self) -> None:
+        """A start shows the chat last used (a blank one only when there is none)."""
+        recent = self.history.list()
+        if recent:
+            self._show(recent[0])
+
+    def _on_engine_status(self, status: EngineStatus) -> None:
+        """The engine is ready again after a crash cut a reply: its notice goes (the reply
+        stays marked interrupted, and its Regenerate link answers it again)."""
+        if self._crash_notice is None or status.state != READY:
+            return
+        if self.notice.text == self._crash_notice:  # not replaced by a newer notice
+            self.notice.dismiss()
+        self._crash_notice = None
 
     def _sync_chore(self) -> None:
         """Moving models or tuning for the CPU: said in the status strip while it runs."""
@@ -471,6 +490,7 @@ class ChatWindow(QWidget):
             model,
             self.conversation.engine_messages(),
             session.reply_options(self.options),
+            model_context=self._model_context(model),
         )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
@@ -533,9 +553,12 @@ class ChatWindow(QWidget):
             self.apply(DropOldest())  # retrying with fewer turns: the reply has not finished
             return
         if finished.refusal is not None and finished.notice is not None:
-            self.notice.show_notice(
-                *self.refusals.notice(finished.refusal, finished.notice, finished.reply_index)
+            text, actions = self.refusals.notice(
+                finished.refusal, finished.notice, finished.reply_index
             )
+            self.notice.show_notice(text, actions)
+            # An engine crash's notice goes once the engine is back (_on_engine_status).
+            self._crash_notice = text if finished.notice == "interrupted" else None
             # The notice takes room from the transcript: keep the refused message in view.
             QTimer.singleShot(0, self.transcript.scroll_to_end)
         self.reply_finished.emit(stats)
@@ -698,6 +721,11 @@ class ChatWindow(QWidget):
         self.setWindowTitle(f"{self.conversation.title} — Sidelight")
 
     # ---- model picker ------------------------------------------------------------------
+
+    def _model_context(self, model: str | None) -> int | None:
+        """``model``'s context length while it is loaded (None: not known yet)."""
+        loaded = (m for m in self.controller.loaded_models() if m.id == model)
+        return next((m.context_length for m in loaded), None)
 
     @property
     def chat_model(self) -> str | None:

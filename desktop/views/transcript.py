@@ -127,11 +127,11 @@ def render_transcript(
         if not first:
             _rule(cursor)
         _header(cursor, pending.model)
-        if pending.thinking:
+        if pending.thinking.strip():
             label = thinking_label(pending.thinking_seconds)
             key = len(messages)
             _thinking(cursor, pending.thinking, label, key in open_thinking, key, codes)
-        if pending.text or not pending.thinking:
+        if pending.text or not pending.thinking.strip():
             _markdown(cursor, pending.text or "…", codes)
     cursor.endEditBlock()
     _shade_code_blocks(document)
@@ -210,8 +210,8 @@ def _message(
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)
-        thinking, calls = message.get("thinking", ""), message.get("calls", [])
-        if thinking:
+        thinking, calls = message.get("thinking", "").strip(), message.get("calls", [])
+        if thinking:  # a model that thought nothing (an empty think block) shows no box
             label = thinking_label(message.get("thinking_seconds", 0.0))
             _thinking(cursor, thinking, label, thinking_open, index, codes)
         answer = bool(text) or not (thinking or calls)
@@ -219,21 +219,21 @@ def _message(
             _markdown(cursor, text, codes)
         for call in calls:
             _tool_call(cursor, call)
+        # A marker stands on a line of its own under the answer, never glued to its last
+        # word (after a thinking header or a box the cursor already stands on a new line).
         if message.get("stopped", False):
-            # After a thinking header or a box, the cursor already stands on a new line.
-            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=_on_text(cursor))
         if message.get("interrupted", False):
             _text(
                 cursor,
                 "(interrupted: the engine stopped part way)",
                 colour=DIM,
                 italic=True,
-                new_block=answer and not text,
+                new_block=_on_text(cursor),
             )
         cut_at = message.get("cut_at")
         if cut_at:
-            new_block = cursor.block().length() > 1  # on a line of its own, under the reply
-            _text(cursor, cut_marker(cut_at), colour=DIM, italic=True, new_block=new_block)
+            _text(cursor, cut_marker(cut_at), colour=DIM, italic=True, new_block=_on_text(cursor))
         figures = message.get("figures")
         if figures is not None:
             quiet = _char(colour=DIM)
@@ -241,6 +241,11 @@ def _message(
             if cursor.block().length() > 1:
                 cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
             cursor.insertText(figures_text(message.get("model") or fallback_model, figures), quiet)
+
+
+def _on_text(cursor: QTextCursor) -> bool:
+    """Whether the cursor's line already holds text (a marker then starts a new line)."""
+    return cursor.block().length() > 1
 
 
 def _thinking(
