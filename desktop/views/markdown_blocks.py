@@ -195,11 +195,13 @@ def _table_format(columns: list[QTextLength]) -> QTextTableFormat:
     return table
 
 
-def _open_table(cursor: QTextCursor, rows: int, table_format: QTextTableFormat) -> QTextTable:
-    """A table on a line of its own (the empty line Qt leaves before it goes)."""
+def _open_table(
+    cursor: QTextCursor, rows: int, table_format: QTextTableFormat, *, columns: int = 2
+) -> QTextTable:
+    """A table on a line of its own."""
     if cursor.block().length() > 1:
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
-    return cursor.insertTable(rows, 2, table_format)
+    return cursor.insertTable(rows, columns, table_format)
 
 
 def _leave(cursor: QTextCursor, frame: QTextFrame) -> None:
@@ -217,39 +219,38 @@ def _code_block(cursor: QTextCursor, segment: Segment, code_blocks: list[str]) -
     """A header bar (language, Copy) over the highlighted code, in a bordered table."""
     index = len(code_blocks)
     code_blocks.append(segment.text)
-    # Two fixed halves, so the code's merged cell spans the block's whole width.
-    half = QTextLength(QTextLength.Type.PercentageLength, 50)
-    table_format = _table_format([half, half])
+    table_format = _table_format([QTextLength(QTextLength.Type.PercentageLength, 100)])
     table_format.setBorder(1)
     table_format.setBorderBrush(theme.colour("box_border"))
     table_format.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
     table_format.setCellPadding(5)
     table_format.setBackground(theme.colour("code_background"))
-    table = _open_table(cursor, 2, table_format)
+    table = _open_table(cursor, 2, table_format, columns=1)
     _code_header(table, language_label(segment.language), index)
     _code_body(table, segment)
     _leave(cursor, table)
 
 
 def _code_header(table: QTextTable, label_text: str, index: int) -> None:
-    """The bar over the code: its language on the left, *Copy* on the right."""
-    header = theme.colour("code_header")
-    for column in (0, 1):
-        cell = table.cellAt(0, column)
-        cell_format = cell.format().toTableCellFormat()
-        cell_format.setBackground(header)
-        # One bar: no line between the language and Copy.
-        if column == 0:
-            cell_format.setRightBorder(0)
-        else:
-            cell_format.setLeftBorder(0)
-        cell.setFormat(cell_format)
+    """The bar over the code: its language on the left, *Copy* on the right (a borderless
+    table of two cells inside the bar's one, so no line parts them)."""
+    bar = table.cellAt(0, 0)
+    bar_format = bar.format().toTableCellFormat()
+    bar_format.setBackground(theme.colour("code_header"))
+    bar.setFormat(bar_format)
+    half = QTextLength(QTextLength.Type.PercentageLength, 50)
+    inner_format = _table_format([half, half])
+    inner_format.setBorder(0)
+    inner_format.setCellPadding(0)
+    inner_format.setTopMargin(0)
+    inner_format.setBottomMargin(0)
+    inner = bar.firstCursorPosition().insertTable(1, 2, inner_format)
     small = max(QFont().pointSizeF() - 1, 6)
     label = QTextCharFormat()
     label.setForeground(theme.colour("dim"))
     label.setFontPointSize(small)
-    table.cellAt(0, 0).firstCursorPosition().insertText(label_text, label)
-    copy_cursor = table.cellAt(0, 1).firstCursorPosition()
+    inner.cellAt(0, 0).firstCursorPosition().insertText(label_text, label)
+    copy_cursor = inner.cellAt(0, 1).firstCursorPosition()
     right = QTextBlockFormat()
     right.setAlignment(Qt.AlignmentFlag.AlignRight)
     copy_cursor.setBlockFormat(right)
@@ -268,7 +269,6 @@ def _code_body(table: QTextTable, segment: Segment) -> None:
     body_format = body.format().toTableCellFormat()
     body_format.setBackground(theme.colour("code_background"))
     body.setFormat(body_format)
-    table.mergeCells(1, 0, 1, 2)
     code = body.firstCursorPosition()
     line_format = QTextBlockFormat()
     line_format.setProperty(QTextFormat.Property.BlockCodeFence, "`")
@@ -320,9 +320,15 @@ def _quote(cursor: QTextCursor, inner: str) -> None:
 
 def align_table_headers(document: QTextDocument) -> None:
     """Align each Markdown table's header cell like the cells of its column (Qt's import
-    leaves headers left while a column says right or centre)."""
+    leaves headers left while a column says right or centre), and draw its lines in the
+    theme's border colour (Qt's default grey glares on the dark theme)."""
     for table in _tables(document.rootFrame()):
-        if table.format().hasProperty(_OWN_TABLE) or table.rows() < 2:
+        if table.format().hasProperty(_OWN_TABLE):
+            continue
+        lines = table.format()
+        lines.setBorderBrush(theme.colour("box_border"))
+        table.setFormat(lines)
+        if table.rows() < 2:
             continue
         for column in range(table.columns()):
             body = table.cellAt(1, column).firstCursorPosition().blockFormat().alignment()

@@ -59,10 +59,14 @@ def reply(text: str) -> list[ChatMessage]:
 
 
 def tables(document: QTextDocument) -> list[QTextTable]:
+    """Every table, nested ones too (a code block's header bar is one inside its first row)."""
     found = []
-    for frame in document.rootFrame().childFrames():
+    frames = list(document.rootFrame().childFrames())
+    while frames:
+        frame = frames.pop(0)
         if isinstance(frame, QTextTable):
             found.append(frame)
+        frames.extend(frame.childFrames())
     return found
 
 
@@ -135,12 +139,15 @@ def test_code_blocks_have_a_header_copy_and_theme_colours(qtbot: QtBot, scheme: 
     view = TranscriptView()
     qtbot.addWidget(view)
     view.show_conversation(reply(REPLY), None, fallback_model="demo")
-    code = next(t for t in tables(view.document()) if cell_text(t, 0, 0) == "python")
-    assert cell_text(code, 0, 1) == "Copy"
-    assert code.cellAt(0, 0).format().background().color().name() == colours.values["code_header"]
-    copy_format = code.cellAt(0, 1).firstCursorPosition()
+    found = tables(view.document())
+    header = next(t for t in found if t.columns() == 2 and cell_text(t, 0, 0) == "python")
+    assert cell_text(header, 0, 1) == "Copy"
+    copy_format = header.cellAt(0, 1).firstCursorPosition()
     copy_format.movePosition(QTextCursor.MoveOperation.Right)
     assert copy_format.charFormat().anchorHref() == f"{COPY_CODE_SCHEME}:0"
+    code = header.parentFrame()  # the bar sits in the code block's first row
+    assert isinstance(code, QTextTable) and code.rows() == 2
+    assert code.cellAt(0, 0).format().background().color().name() == colours.values["code_header"]
 
     first_line = code.cellAt(1, 0).firstCursorPosition().block()
     assert first_line.text() == "def hello(name):"
