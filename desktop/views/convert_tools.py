@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from desktop import convert_setup
@@ -25,7 +25,7 @@ from desktop.taskman import TaskManager
 logger = logging.getLogger(__name__)
 
 INSTALL_LABEL = "Install conversion tools"
-INSTALLING = "Installing the conversion tools (about 1 GB to download)…"
+INSTALLING = "Installing the conversion tools (about 1 GB to download, a few minutes)…"
 # (env, report, cancel) -> the interpreter with the tools; tests put a stand-in here.
 Installer = Callable[[Path, Callable[[str], None], threading.Event], Path]
 
@@ -64,6 +64,9 @@ class ConvertTools(QWidget):
         layout.addWidget(self.text, 1)
         layout.addWidget(self.install_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.cancel)  # quitting never waits for pip
 
     def show_problem(self, problem: str | None, *, installable: bool) -> None:
         """Say ``problem`` (None: conversion works, the line goes); ``installable`` offers
@@ -100,7 +103,7 @@ class ConvertTools(QWidget):
         ).run()
 
     def cancel(self) -> None:
-        """Stop an installation (the window closes)."""
+        """Stop an installation (the app quits): pip is killed at its next line."""
         self._cancel.set()
 
     def _on_line(self, line: str) -> None:
