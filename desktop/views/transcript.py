@@ -24,6 +24,7 @@ from PySide6.QtGui import (
     QFont,
     QFontDatabase,
     QGuiApplication,
+    QShowEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -412,6 +413,7 @@ class TranscriptView(QTextBrowser):
         self._toggled: dict[int, bool] = {}  # reply index -> open, as the person left it
         self._spans: list[tuple[int, int]] = []
         self._code_blocks: list[str] = []
+        self._stale = False  # the theme changed while hidden: render when shown
         self.action_handler: Callable[[str, int], None] | None = None
 
     def show_conversation(
@@ -477,15 +479,31 @@ class TranscriptView(QTextBrowser):
         bar.setValue(bar.maximum())
 
     def changeEvent(self, event: QEvent) -> None:
-        """The light/dark theme changed: draw the conversation in the new colours."""
+        """The light/dark theme changed: draw the conversation in the new colours, now if
+        it can be seen, else when it is shown (every closed chat window re-rendering its
+        code blocks on each switch made a theme change take seconds)."""
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
-            bar = self.verticalScrollBar()
-            keep = bar.value()
-            self._render()
-            bar.setValue(keep)
+            if self.isVisible():
+                self._rerender()
+            else:
+                self._stale = True
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if self._stale:
+            self._rerender()
+        super().showEvent(event)
+
+    def _rerender(self) -> None:
+        """Render again where the person is (the scroll position kept)."""
+        self._stale = False
+        bar = self.verticalScrollBar()
+        keep = bar.value()
+        self._render()
+        bar.setValue(keep)
 
     def _render(self) -> None:
+        self._stale = False
         count = len(self._messages) + 1  # the pending reply's index is len(messages)
         rendered = render_transcript(
             self.document(),
