@@ -21,6 +21,9 @@ from engine.server.errors import APIError
 from engine.server.pipeline import Done, GenerateRequest, Generation, Pipeline
 from engine.worker.messages import SamplingParams
 
+CONTEXT_EXCEEDED = "context_length_exceeded"  # the conversation is over the context
+MESSAGE_TOO_LONG = "message_too_long"  # the last message alone is: dropping cannot help
+
 
 @dataclass(frozen=True)
 class ChatOptions:
@@ -154,11 +157,17 @@ class ReplyJob:
         model: str | None,
         messages: list[dict[str, Any]],
         options: ChatOptions,
+        *,
+        model_context: int | None = None,
     ) -> None:
+        """``model_context``: the model's context length, when known; a refusal for length
+        then says whether the last message alone is over it (``message_too_long``: dropping
+        older turns cannot help) or the conversation is (``context_length_exceeded``)."""
         self._pipeline = pipeline
         self._model = model
         self._messages = messages
         self._options = options
+        self._model_context = model_context
         self._lock = threading.Lock()
         self._generation: Generation | None = None
         self._stop_requested = False
@@ -182,10 +191,14 @@ class ReplyJob:
             tools=list(self._options.tools),
             split_reasoning=True,
         )
-        limit = self._options.context_limit
-        if limit is not None:
-            request = await self._within_limit(request, limit)
-        generation = await self._pipeline.start(request)
+        try:
+            generation = await self._start(request)
+        except APIError as exc:
+            if exc.code == CONTEXT_EXCEEDED and await self._alone_too_long(request):
+                raise APIError(
+                    exc.status, exc.message, param=exc.param, code=MESSAGE_TOO_LONG
+                ) from exc
+            raise
         with self._lock:
             self._generation = generation
             stop_now = self._stop_requested
@@ -216,6 +229,30 @@ class ReplyJob:
             elif isinstance(event, Done):
                 stats = ReplyStats.from_done(event)
                 yield ReplyDone(stats, "".join(text), "".join(thinking), tuple(calls))
+
+    async def _start(self, request: GenerateRequest) -> Generation:
+        limit = self._options.context_limit
+        if limit is not None:
+            request = await self._within_limit(request, limit)
+        return await self._pipeline.start(request)
+
+    async def _alone_too_long(self, request: GenerateRequest) -> bool:
+        """Whether the system prompt and the last message, without the turns before it,
+        are over the context: then dropping older turns cannot make room."""
+        messages = request.messages or []
+        alone = [m for m in messages[:-1] if m.get("role") == "system"] + messages[-1:]
+        if len(alone) == len(messages):
+            return False  # nothing older to drop (the chat says so by itself)
+        contexts = [c for c in (self._options.context_limit, self._model_context) if c]
+        if not contexts:
+            return False  # not known: dropping may help
+        try:
+            tokens = await count_tokens(
+                self._pipeline, dataclasses.replace(request, messages=alone)
+            )
+        except APIError as exc:
+            return exc.code == CONTEXT_EXCEEDED  # too big even to count
+        return tokens >= min(contexts)
 
     async def _within_limit(self, request: GenerateRequest, limit: int) -> GenerateRequest:
         """Refuse a prompt over the chat's context limit (as the engine refuses one over the

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from desktop.chat import (
+    CONTEXT_EXCEEDED,
+    MESSAGE_TOO_LONG,
     ChatEvent,
     ChatOptions,
     LiveRate,
@@ -41,7 +43,7 @@ from desktop.history import (
 from engine.parsing import ToolCall
 from engine.server.errors import APIError
 
-CONTEXT_EXCEEDED = "context_length_exceeded"
+REPLACEMENT = "\ufffd"  # U+FFFD, what a character cut in two decodes to
 
 # ---- intents: what the message actions and the refusal notice ask of the window --------------
 
@@ -411,7 +413,9 @@ class ChatSession:
             index = max(i for i, m in enumerate(self.messages) if m["role"] == "assistant")
             return Finished(stats, refusal, "interrupted", reply_index=index)
         kind: RefusalKind = "not_answered"
-        if refusal.code == CONTEXT_EXCEEDED:
+        if refusal.code == MESSAGE_TOO_LONG:
+            kind = "too_long"  # the message alone is over the context: no drop offered
+        elif refusal.code == CONTEXT_EXCEEDED:
             kind = "outgrew" if older_turns else "too_long"
         return Finished(stats, refusal, kind)
 
@@ -419,9 +423,11 @@ class ChatSession:
         message = ChatMessage(role="assistant", content=reply.content, model=reply.model)
         if done.stats.finish_reason == "cancelled":
             message["stopped"] = True
+            # A stop can cut a character's bytes in two: its replacement character goes.
+            message["content"] = reply.content.rstrip(REPLACEMENT)
         elif done.stats.finish_reason == "length":
             message["cut_at"] = done.stats.completion_tokens  # shown as "cut at N tokens"
-        if done.thinking:
+        if done.thinking.strip():  # an empty think block is no thinking to show
             message["thinking"] = done.thinking
             message["thinking_seconds"] = round(reply.clock.seconds or 0.0, 2)
         if done.calls:
@@ -466,7 +472,8 @@ class ChatSession:
             index,
             message["content"],
             tuple(message.get("attachments", [])),
-            later=len(messages) - index - 1,
+            # Errors after it go with it (edit_and_resend): they are not "kept".
+            later=sum(1 for m in messages[index + 1 :] if m["role"] != "error"),
         )
 
     def cancel_edit(self) -> bool:

@@ -487,6 +487,14 @@ class Controller(QObject):
         """Every model the engine holds, each in a worker of its own (the tray lists them)."""
         return self.runtime.scheduler.loaded()
 
+    def worker_pids(self) -> list[int]:
+        """Every engine worker's process: each loaded model's, and the default model's
+        (what the chat's strip measures; one worker alone undercounts)."""
+        pids = {m.worker_pid for m in self.loaded_models() if m.worker_pid is not None}
+        if self.status.worker_pid is not None:
+            pids.add(self.status.worker_pid)
+        return sorted(pids)
+
     def unload_model(self, model_id: str) -> None:
         """Unload ``model_id`` now, returning its memory; returns at once (its worker takes a
         moment to exit). A model answering a request stays: nothing is ever cancelled."""

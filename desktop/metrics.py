@@ -1,7 +1,7 @@
-"""Process memory (the app plus the engine worker) and a short history for the sparkline.
+"""Process memory (the app plus every engine worker) and a short history for the sparkline.
 
-Qt-free. :func:`sample_memory` asks psutil for two resident set sizes, which takes tens of
-microseconds, so the status strip may call it on the GUI thread once a second.
+Qt-free. :func:`sample_memory` asks psutil for a few resident set sizes (the app's and one
+per loaded model's worker), which takes tens of microseconds each, so the status strip may call it on the GUI thread once a second.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
@@ -18,26 +19,30 @@ HISTORY_SECONDS = 5 * 60
 
 @dataclass(frozen=True)
 class MemorySample:
-    """Resident memory of the app process and of the engine worker (0 when not running)."""
+    """Resident memory of the app process and of every engine worker together (0 when none
+    runs); ``workers`` says how many were measured (one per loaded model)."""
 
     app_bytes: int
     engine_bytes: int
+    workers: int = 0
 
     @property
     def total_bytes(self) -> int:
         return self.app_bytes + self.engine_bytes
 
 
-def sample_memory(worker_pid: int | None) -> MemorySample:
-    """Resident memory of this process and of ``worker_pid`` (if it still runs)."""
+def sample_memory(worker_pids: Iterable[int]) -> MemorySample:
+    """Resident memory of this process and of each of ``worker_pids`` still running (every
+    loaded model has a worker process of its own: measuring one undercounts)."""
     app = psutil.Process(os.getpid()).memory_info().rss
-    engine = 0
-    if worker_pid is not None:
+    engine = workers = 0
+    for pid in set(worker_pids):
         try:
-            engine = psutil.Process(worker_pid).memory_info().rss
+            engine += psutil.Process(pid).memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            engine = 0
-    return MemorySample(app_bytes=int(app), engine_bytes=int(engine))
+            continue
+        workers += 1
+    return MemorySample(app_bytes=int(app), engine_bytes=int(engine), workers=workers)
 
 
 class History:

@@ -58,6 +58,15 @@ ColourName = Literal[
     "memory_line",
     "rate_line",
     "focus_ring",
+    "code_header",
+    "code_keyword",
+    "code_string",
+    "code_comment",
+    "code_number",
+    "code_function",
+    "code_builtin",
+    "quote_bar",
+    "quote_text",
 ]
 
 
@@ -100,6 +109,17 @@ LIGHT = ThemeColours(
         "memory_line": "#3d6fb6",
         "rate_line": "#1f7f3f",
         "focus_ring": "#2f64b8",
+        # Code blocks: the header bar (language, Copy) and the syntax colours on
+        # code_background; a blockquote's left bar and its muted text.
+        "code_header": "#e2e6ec",
+        "code_keyword": "#8a2f9c",
+        "code_string": "#1d6b34",
+        "code_comment": "#5f6570",
+        "code_number": "#9a4a00",
+        "code_function": "#1f56a8",
+        "code_builtin": "#0b6e75",
+        "quote_bar": "#7d8694",
+        "quote_text": "#555b64",
     }
 )
 
@@ -132,6 +152,15 @@ DARK = ThemeColours(
         "memory_line": "#7fa8e8",
         "rate_line": "#6fcf8f",
         "focus_ring": "#8ab4f8",
+        "code_header": "#383b41",
+        "code_keyword": "#d2a8ff",
+        "code_string": "#9fd8a4",
+        "code_comment": "#a9aeb7",
+        "code_number": "#f2b36b",
+        "code_function": "#8ab4f8",
+        "code_builtin": "#7fd1d8",
+        "quote_bar": "#8a909b",
+        "quote_text": "#b4b9c1",
     }
 )
 
@@ -156,6 +185,16 @@ CONTRAST_PAIRS: tuple[tuple[ColourName, ColourName, float], ...] = (
     ("dim", "box_background", 4.5),
     ("text", "code_background", 4.5),
     ("notice_text", "notice_background", 4.5),
+    ("dim", "code_header", 4.5),
+    ("link", "code_header", 4.5),
+    ("code_keyword", "code_background", 4.5),
+    ("code_string", "code_background", 4.5),
+    ("code_comment", "code_background", 4.5),
+    ("code_number", "code_background", 4.5),
+    ("code_function", "code_background", 4.5),
+    ("code_builtin", "code_background", 4.5),
+    ("quote_text", "base", 4.5),
+    ("quote_bar", "base", 3.0),
     ("memory_line", "base", 3.0),
     ("rate_line", "base", 3.0),
     # The keyboard's focus ring, a non-text mark: 3:1 (WCAG 1.4.11) on what it sits on.

@@ -66,10 +66,17 @@ class PendingAttachments(QWidget):
     changed = Signal()
 
     def __init__(
-        self, controller: Controller, tasks: TaskManager, parent: QWidget | None = None
+        self,
+        controller: Controller,
+        tasks: TaskManager,
+        parent: QWidget | None = None,
+        *,
+        model: Callable[[], str | None] | None = None,
     ) -> None:
         super().__init__(parent)
         self.controller = controller
+        # Whose tokenizer counts an attachment: the chat's own model (default: the default).
+        self._model = model or (lambda: controller.active_model_id)
         self.tasks = tasks
         self.items: list[Attachment] = []
         self.counting = 0
@@ -128,7 +135,7 @@ class PendingAttachments(QWidget):
         self._rebuild()
 
     def _count(self, item: Attachment) -> None:
-        pipeline, model = self.controller.pipeline, self.controller.active_model_id
+        pipeline, model = self.controller.pipeline, self._model()
 
         async def count() -> AsyncIterator[int]:
             yield await count_text_tokens(pipeline, model, item["text"])

@@ -72,6 +72,7 @@ from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, TranscriptView
 from engine.parsing import ToolCall
+from engine.supervisor.states import READY, EngineStatus
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +152,8 @@ class ChatWindow(QWidget):
         self.options = options or ChatOptions()
         self.session = ChatSession()
         self.escape_hides = True
+        self._missing_said: tuple[str, str] | None = None  # (chat, model) said gone
+        self._crash_notice: str | None = None  # the crash notice shown, until recovery
         self._job: ReplyJob | None = None
         self._worker: StreamWorker | None = None
 
@@ -164,12 +167,29 @@ class ChatWindow(QWidget):
 
         controller.models_changed.connect(self._sync_models)
         controller.status_changed.connect(self._sync_models)
+        controller.status_changed.connect(self._on_engine_status)
         controller.chore_changed.connect(self._sync_chore)
         self._sync_chore()
         self._sync_models()
         self._sync_history()
         self._sync_title()
         self._render()
+        self._reopen_last()
+
+    def _reopen_last(self) -> None:
+        """A start shows the chat last used (a blank one only when there is none)."""
+        recent = self.history.list()
+        if recent:
+            self._show(recent[0])
+
+    def _on_engine_status(self, status: EngineStatus) -> None:
+        """The engine is ready again after a crash cut a reply: its notice goes (the reply
+        stays marked interrupted, and its Regenerate link answers it again)."""
+        if self._crash_notice is None or status.state != READY:
+            return
+        if self.notice.text == self._crash_notice:  # not replaced by a newer notice
+            self.notice.dismiss()
+        self._crash_notice = None
 
     def _sync_chore(self) -> None:
         """Moving models or tuning for the CPU: said in the status strip while it runs."""
@@ -197,7 +217,7 @@ class ChatWindow(QWidget):
         splitter.setSizes([180, 440])
         self.notice = NoticeBar()
         bottom = self._build_bottom()
-        self.status_strip = StatusStrip(lambda: self.controller.status.worker_pid)
+        self.status_strip = StatusStrip(self.controller.worker_pids)
 
         layout = QVBoxLayout(self)
         layout.addLayout(top)
@@ -241,7 +261,7 @@ class ChatWindow(QWidget):
         self.chats_button.setCheckable(True)
         self.chats_button.setToolTip("Show earlier chats (rename or delete them there)")
         self.model_picker = QComboBox()
-        self.model_picker.setToolTip("The model that answers (switches the server's model too)")
+        self.model_picker.setToolTip("The model that answers in this chat")
         self.model_picker.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.model_picker.setMinimumContentsLength(12)
         self.model_picker.activated.connect(self._on_model_picked)
@@ -289,7 +309,9 @@ class ChatWindow(QWidget):
             f"{_keys(PASTE_KEYS)}"
         )
         self.attach_button.clicked.connect(self.attach_action.trigger)
-        self.pending_attachments = PendingAttachments(self.controller, self.tasks)
+        self.pending_attachments = PendingAttachments(
+            self.controller, self.tasks, model=lambda: self.chat_model
+        )
         self.pending_attachments.refused.connect(lambda text: self.notice.show_notice(text, []))
         side = QVBoxLayout()
         side.addWidget(self.send_button)
@@ -420,7 +442,7 @@ class ChatWindow(QWidget):
     @_pending.setter
     def _pending(self, text: str | None) -> None:
         """Draw ``text`` as a reply still streaming (tests and screenshots); None ends it."""
-        model = self.controller.active_model_id
+        model = self.chat_model
         self.session.reply = None if text is None else Reply(model or "Assistant", content=text)
 
     # ---- sending and streaming ---------------------------------------------------------
@@ -462,18 +484,20 @@ class ChatWindow(QWidget):
     def start_reply(self) -> None:
         """Answer the conversation as it stands (its own settings applied)."""
         session = self.session
+        model = self.chat_model
         job = ReplyJob(
             self.controller.pipeline,
-            self.controller.active_model_id,
+            model,
             self.conversation.engine_messages(),
             session.reply_options(self.options),
+            model_context=self._model_context(model),
         )
         worker = self.tasks.stream(job.events)
         worker.yielded.connect(self._on_event)
         worker.errored.connect(self._on_error)
         worker.done.connect(self._on_done)
         self._job, self._worker = job, worker
-        session.start_reply(self.controller.active_model_id)
+        session.start_reply(model)
         self._sync_send_button()
         self.status_strip.set_generating(True)
         self._sync_title()
@@ -529,9 +553,12 @@ class ChatWindow(QWidget):
             self.apply(DropOldest())  # retrying with fewer turns: the reply has not finished
             return
         if finished.refusal is not None and finished.notice is not None:
-            self.notice.show_notice(
-                *self.refusals.notice(finished.refusal, finished.notice, finished.reply_index)
+            text, actions = self.refusals.notice(
+                finished.refusal, finished.notice, finished.reply_index
             )
+            self.notice.show_notice(text, actions)
+            # An engine crash's notice goes once the engine is back (_on_engine_status).
+            self._crash_notice = text if finished.notice == "interrupted" else None
             # The notice takes room from the transcript: keep the refused message in view.
             QTimer.singleShot(0, self.transcript.scroll_to_end)
         self.reply_finished.emit(stats)
@@ -651,6 +678,8 @@ class ChatWindow(QWidget):
         self._render(to_end=True)
         self._sync_history()
         self._sync_title()
+        self._missing_said = None  # a model gone since is said each time the chat opens
+        self._sync_models()  # its own model back in the picker (or why not)
 
     def _on_system_prompt(self, text: str) -> None:
         self.conversation.system_prompt = text
@@ -693,21 +722,60 @@ class ChatWindow(QWidget):
 
     # ---- model picker ------------------------------------------------------------------
 
+    def _model_context(self, model: str | None) -> int | None:
+        """``model``'s context length while it is loaded (None: not known yet)."""
+        loaded = (m for m in self.controller.loaded_models() if m.id == model)
+        return next((m.context_length for m in loaded), None)
+
+    @property
+    def chat_model(self) -> str | None:
+        """The model that answers in this chat: the one it was picked (or last answered)
+        with, while it is installed; else (a new chat, a model removed since) the default
+        model, the tray's."""
+        wanted = self.conversation.model
+        if wanted and self.controller.choice(wanted) is not None:
+            return wanted
+        return self.controller.active_model_id
+
     def _sync_models(self, *_: object) -> None:
+        """Fill the picker and show this chat's model in it; a model the chat used that is
+        no longer installed is said once in the notice bar, with the model answering
+        instead."""
         picker = self.model_picker
         picker.blockSignals(True)
         picker.clear()
         for choice in self.controller.models():
             picker.addItem(choice.label, choice.id)
-        active = self.controller.active_model_id
-        index = picker.findData(active) if active else -1
+        model = self.chat_model
+        index = picker.findData(model) if model else -1
         if index >= 0:
             picker.setCurrentIndex(index)
         picker.blockSignals(False)
+        default = self.controller.active_model_id
         state = self.controller.status.state
-        picker.setToolTip(f"{active or 'no model'}: {state}")
+        picker.setToolTip(
+            f"The model that answers in this chat: {model or 'none'} (picking one here "
+            f"changes only this chat; the default model, {default or 'none'}, is {state})"
+        )
+        wanted = self.conversation.model
+        if wanted and wanted != model and self._missing_said != (self.conversation.id, wanted):
+            self._missing_said = (self.conversation.id, wanted)
+            instead = self.controller.choice(model)
+            self.notice.show_notice(
+                f"{wanted}, the model this chat used, is no longer installed; "
+                f"{instead.label if instead else 'no model'} answers instead "
+                "(pick another above).",
+                [],
+            )
 
     def _on_model_picked(self, index: int) -> None:
+        """This chat's model: remembered with the chat, never the default model's switch."""
         model_id = self.model_picker.itemData(index)
-        if model_id and model_id != self.controller.active_model_id:
-            self.controller.select_model(str(model_id))
+        if not model_id or self.busy:
+            self._sync_models()
+            return
+        if model_id != self.conversation.model:
+            self.conversation.model = str(model_id)
+            if self.conversation.messages:
+                self.history.save(self.conversation, touch=False)
+        self._sync_models()

@@ -31,15 +31,18 @@ MENU_KEYS = QKeySequence(Qt.Key.Key_Menu)
 
 
 def editing_notice(started: EditStarted) -> str:
-    """What the notice says while a message is being edited."""
+    """What the notice says while a message is being edited: what sending will do to it
+    and to the messages after it (with the right plural)."""
     later = started.later
-    what = (
-        "Sending it replaces the message"
-        if later == 0
-        else f"Sending it replaces the message; the {later} message{'s' * (later > 1)} "
-        "after it stay here, greyed out, and are no longer sent to the model"
+    if later == 0:
+        return "Editing your last message. Sending it replaces the message."
+    after = "the message after it" if later == 1 else f"the {later} messages after it"
+    verb = "stays" if later == 1 else "stay"
+    return (
+        "Editing a message. Sending it continues the chat from there with the new text: "
+        f"the message and {after} {verb} here, greyed out, and are no longer sent to the "
+        "model."
     )
-    return f"Editing a message. {what}."
 
 
 class MessageActions(QObject):
@@ -151,6 +154,10 @@ class MessageActions(QObject):
         if index is None:
             index = transcript.focused_message()
         menu = transcript.createStandardContextMenu(point)
+        for standard in menu.actions():
+            # A browser's "Copy Link Location": the links here are the window's own actions.
+            if standard.objectName() == "link-copy" or "Link Location" in standard.text():
+                menu.removeAction(standard)
         if index is not None and index < len(self.messages):
             menu.addSeparator()
             for name in message_actions(self.messages[index]):

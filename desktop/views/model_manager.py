@@ -14,7 +14,9 @@ Threading: GUI thread only.
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop import convert_setup
 from desktop.controller import Controller
 from desktop.jobs import Job, unexpected_text
 from desktop.store_text import (
@@ -45,6 +48,7 @@ from desktop.store_text import (
 )
 from desktop.taskman import TaskManager
 from desktop.views.convert_dialog import ConvertDialog
+from desktop.views.convert_tools import ConvertTools
 from desktop.views.hub_search import HubSearch
 from desktop.views.installed_models import (
     InstalledModels,
@@ -55,12 +59,15 @@ from desktop.views.installed_models import (
 )
 from desktop.views.screen import fit_to_screen
 from engine.models import GENERATIVE_TASKS, ModelError
+from engine.settings import SettingsError, save_config
 from engine.store import StoredModel, StoreError
 from engine.store.catalog import Catalog, CatalogEntry, Fit, MachineInfo
 from engine.store.convert import ConvertRequest, ConvertToolsMissing, check_tools
 from engine.store.errors import Cancelled
 from engine.store.progress import Progress
 from engine.store.search import SizedResult
+
+logger = logging.getLogger(__name__)
 
 _FIT_MARKS = {
     "fits": "✓ fits",
@@ -130,15 +137,44 @@ class ModelManager(QDialog):
                 success=self._on_machine,
                 expected=(),  # any failure is logged; the catalog stays without fit marks
             ).run()
-        python = controller.settings.convert_python
+        self.check_tools()
+
+    def check_tools(self) -> None:
+        """Ask (off the GUI thread) whether conversion can run: with the ``convert_python``
+        setting, else the app's own conversion environment once it exists (installed from
+        here, or by hand with the commands a failed installation gives), else this Python."""
+        settings = self.controller.settings
+        env_python = convert_setup.env_python(self.tools.env)
+        python = settings.convert_python or (env_python if env_python.exists() else None)
+
+        def found(_: None) -> None:
+            if python is not None and settings.convert_python is None:
+                self._use_convert_python(python)
+            self._on_tools_checked(None)
+
         Job(
             self.tasks,
             lambda: check_tools(python),
             what="tell whether the conversion tools are installed",
-            success=lambda _: self._on_tools_checked(None),
+            success=found,
             failure=self._on_tools_checked,
             expected=(ConvertToolsMissing,),
         ).run()
+
+    def _use_convert_python(self, python: Path) -> None:
+        """Remember ``python`` as the conversion interpreter (the settings file) and use it."""
+        try:
+            save_config(self.controller.settings.paths, {"convert_python": str(python)})
+        except (OSError, SettingsError) as exc:
+            logger.warning("cannot save convert_python: %s", exc)
+        self.controller.apply_settings(
+            dataclasses.replace(self.controller.settings, convert_python=python)
+        )
+
+    def _on_tools_installed(self, python: Path) -> None:
+        self.convert_problem = CHECKING_TOOLS
+        self._sync_buttons()
+        self.check_tools()
 
     # ---- layout ------------------------------------------------------------------------
 
@@ -171,6 +207,8 @@ class ModelManager(QDialog):
         self.convert_button.clicked.connect(self._on_convert_clicked)
         self.installed.button_row.insertWidget(0, self.import_button)
         self.installed.button_row.insertWidget(1, self.convert_button)
+        self.tools = ConvertTools(self.tasks, convert_setup.env_dir(self.controller.settings.paths))
+        self.tools.installed.connect(self._on_tools_installed)
 
         untried = sum(1 for e in self.catalog.entries if not e.verified)
         note = QLabel(
@@ -202,6 +240,7 @@ class ModelManager(QDialog):
         layout.addLayout(job_row)
         layout.addWidget(self.progress_label)
         layout.addWidget(self.installed, 2)
+        layout.addWidget(self.tools)
         self._sync_buttons()
 
     def _fill_catalog(self) -> None:
@@ -323,6 +362,10 @@ class ModelManager(QDialog):
             if self.convert_problem
             else "Convert a model from the hub or from a folder to OpenVINO."
         )
+        # Said in words under the list, not only in the disabled button's tooltip.
+        problem = self.convert_problem
+        checking = problem == CHECKING_TOOLS
+        self.tools.show_problem(None if checking else problem, installable=not checking)
 
     # ---- jobs --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The chat window's status strip: memory (app + engine), tokens/s, TTFT, how many of the
+"""The chat window's status strip: memory (app + every engine worker), tokens/s, TTFT, how many of the
 reply's tokens speculative decoding guessed right, and a sparkline.
 
 Threading: GUI thread only. Memory is sampled once a second on the GUI thread while the strip
@@ -7,7 +7,7 @@ is visible; psutil needs tens of microseconds for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
 from PySide6.QtGui import (
@@ -67,11 +67,14 @@ class Sparkline(QWidget):
 
 
 class StatusStrip(QWidget):
-    """Live figures under the chat. ``worker_pid`` tells it which engine process to measure."""
+    """Live figures under the chat. ``worker_pids`` tells it which engine processes to
+    measure: every loaded model's worker."""
 
-    def __init__(self, worker_pid: Callable[[], int | None], parent: QWidget | None = None) -> None:
+    def __init__(
+        self, worker_pids: Callable[[], Iterable[int]], parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
-        self._worker_pid = worker_pid
+        self._worker_pids = worker_pids
         self.memory_history = History()
         self.rate_history = History()
         self.memory: MemorySample | None = None
@@ -127,7 +130,7 @@ class StatusStrip(QWidget):
 
     def sample(self) -> None:
         """Measure memory now and push one point to each sparkline."""
-        self.memory = sample_memory(self._worker_pid())
+        self.memory = sample_memory(self._worker_pids())
         self.memory_history.add(self.memory.total_bytes)
         rate = self.tokens_per_second if self._generating else 0.0
         self.rate_history.add(rate or 0.0)
@@ -164,8 +167,11 @@ class StatusStrip(QWidget):
         memory = self.memory
         if memory is not None:
             self.memory_label.setText(f"Memory {format_bytes(memory.total_bytes)}")
+            workers = memory.workers
             self.memory_label.setToolTip(
-                f"App {format_bytes(memory.app_bytes)} + engine {format_bytes(memory.engine_bytes)}"
+                f"App {format_bytes(memory.app_bytes)} + engine "
+                f"{format_bytes(memory.engine_bytes)} ({workers} worker"
+                f"{'' if workers == 1 else 's'}: one per loaded model)"
             )
         rate = self.tokens_per_second
         self.rate_label.setText(f"{rate:.1f} tokens/s" if rate else "— tokens/s")

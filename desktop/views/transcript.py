@@ -23,6 +23,8 @@ from PySide6.QtGui import (
     QDesktopServices,
     QFont,
     QFontDatabase,
+    QGuiApplication,
+    QShowEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -34,6 +36,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from desktop import theme
 from desktop.history import ChatMessage, ReplyFigures, ToolCallRecord
+from desktop.views.markdown_blocks import COPY_CODE_SCHEME, align_table_headers, write_markdown
 
 # Live colours of the current light or dark theme (desktop.theme updates them in place).
 CODE_BACKGROUND = theme.colour("code_background")
@@ -47,6 +50,15 @@ THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
 ACTION_SCHEME = "action"  # message actions: action:<copy|regenerate|edit|delete>/<index>
 ACTION_LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "delete": "Delete"}
 _OPEN, _CLOSED = "▾", "▸"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What :func:`render_transcript` wrote: each message's (start, end) position in the
+    document, and the code of each code block (its *Copy* link names its index)."""
+
+    spans: list[tuple[int, int]]
+    code_blocks: list[str]
 
 
 @dataclass(frozen=True)
@@ -80,9 +92,9 @@ def render_transcript(
     fallback_model: str = "Assistant",
     open_thinking: Container[int] = (),
     actions: bool = True,
-) -> list[tuple[int, int]]:
-    """Replace ``document``'s content with the conversation; return each message's
-    (start, end) position in the document.
+) -> Rendered:
+    """Replace ``document``'s content with the conversation; return where each message is
+    and the code blocks' code.
 
     ``actions``: write each message's action links (copy, regenerate, edit, delete) under it.
 
@@ -96,6 +108,7 @@ def render_transcript(
     first = True
     was_dropped = False
     spans: list[tuple[int, int]] = []
+    codes: list[str] = []
     for index, message in enumerate(messages):
         dropped = message.get("dropped", False)
         if not first:
@@ -105,7 +118,7 @@ def render_transcript(
             _rule(cursor)
         first, was_dropped = False, dropped
         start = cursor.position()
-        _message(cursor, message, fallback_model, index in open_thinking, index)
+        _message(cursor, message, fallback_model, index in open_thinking, index, codes)
         if dropped:
             _dim(cursor, start)
         if actions:
@@ -115,15 +128,16 @@ def render_transcript(
         if not first:
             _rule(cursor)
         _header(cursor, pending.model)
-        if pending.thinking:
+        if pending.thinking.strip():
             label = thinking_label(pending.thinking_seconds)
             key = len(messages)
-            _thinking(cursor, pending.thinking, label, key in open_thinking, key)
-        if pending.text or not pending.thinking:
-            _markdown(cursor, pending.text or "…")
+            _thinking(cursor, pending.thinking, label, key in open_thinking, key, codes)
+        if pending.text or not pending.thinking.strip():
+            _markdown(cursor, pending.text or "…", codes)
     cursor.endEditBlock()
     _shade_code_blocks(document)
-    return spans
+    align_table_headers(document)
+    return Rendered(spans, codes)
 
 
 def figures_text(model: str, figures: ReplyFigures) -> str:
@@ -178,7 +192,12 @@ def _actions(cursor: QTextCursor, message: ChatMessage, index: int) -> None:
 
 
 def _message(
-    cursor: QTextCursor, message: ChatMessage, fallback_model: str, thinking_open: bool, index: int
+    cursor: QTextCursor,
+    message: ChatMessage,
+    fallback_model: str,
+    thinking_open: bool,
+    index: int,
+    codes: list[str],
 ) -> None:
     role, text = message["role"], message["content"]
     if role == "error":
@@ -192,30 +211,30 @@ def _message(
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)
-        thinking, calls = message.get("thinking", ""), message.get("calls", [])
-        if thinking:
+        thinking, calls = message.get("thinking", "").strip(), message.get("calls", [])
+        if thinking:  # a model that thought nothing (an empty think block) shows no box
             label = thinking_label(message.get("thinking_seconds", 0.0))
-            _thinking(cursor, thinking, label, thinking_open, index)
+            _thinking(cursor, thinking, label, thinking_open, index, codes)
         answer = bool(text) or not (thinking or calls)
         if answer:
-            _markdown(cursor, text)
+            _markdown(cursor, text, codes)
         for call in calls:
             _tool_call(cursor, call)
+        # A marker stands on a line of its own under the answer, never glued to its last
+        # word (after a thinking header or a box the cursor already stands on a new line).
         if message.get("stopped", False):
-            # After a thinking header or a box, the cursor already stands on a new line.
-            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=answer and not text)
+            _text(cursor, "(stopped)", colour=DIM, italic=True, new_block=_on_text(cursor))
         if message.get("interrupted", False):
             _text(
                 cursor,
                 "(interrupted: the engine stopped part way)",
                 colour=DIM,
                 italic=True,
-                new_block=answer and not text,
+                new_block=_on_text(cursor),
             )
         cut_at = message.get("cut_at")
         if cut_at:
-            new_block = cursor.block().length() > 1  # on a line of its own, under the reply
-            _text(cursor, cut_marker(cut_at), colour=DIM, italic=True, new_block=new_block)
+            _text(cursor, cut_marker(cut_at), colour=DIM, italic=True, new_block=_on_text(cursor))
         figures = message.get("figures")
         if figures is not None:
             quiet = _char(colour=DIM)
@@ -225,7 +244,14 @@ def _message(
             cursor.insertText(figures_text(message.get("model") or fallback_model, figures), quiet)
 
 
-def _thinking(cursor: QTextCursor, text: str, label: str, is_open: bool, index: int) -> None:
+def _on_text(cursor: QTextCursor) -> bool:
+    """Whether the cursor's line already holds text (a marker then starts a new line)."""
+    return cursor.block().length() > 1
+
+
+def _thinking(
+    cursor: QTextCursor, text: str, label: str, is_open: bool, index: int, codes: list[str]
+) -> None:
     """The thinking's header link and, when open, the thinking in a shaded box."""
     link = _char(colour=DIM)
     link.setAnchor(True)
@@ -234,7 +260,7 @@ def _thinking(cursor: QTextCursor, text: str, label: str, is_open: bool, index: 
     cursor.insertText(f"{_OPEN if is_open else _CLOSED} {label}", link)
     if is_open:
         start = cursor.position()
-        _box(cursor, lambda: _markdown(cursor, text))
+        _box(cursor, lambda: _markdown(cursor, text, codes))
         _dim(cursor, start, THINKING_TEXT)
     else:
         cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
@@ -307,8 +333,8 @@ def _text(
     cursor.insertText(text, _char(colour=colour, italic=italic))
 
 
-def _markdown(cursor: QTextCursor, text: str) -> None:
-    cursor.insertMarkdown(_closed_fences(text))
+def _markdown(cursor: QTextCursor, text: str, codes: list[str]) -> None:
+    write_markdown(cursor, text, codes)
     cursor.setCharFormat(QTextCharFormat())
 
 
@@ -356,20 +382,16 @@ def _char(
 
 
 def _shade_code_blocks(document: QTextDocument) -> None:
-    """Give fenced code a background (Qt's Markdown import sets only a monospace font)."""
+    """Give code Qt's Markdown import wrote (a fence inside a list, a quote) a background
+    (it sets only a monospace font) and let its lines wrap, never widen the transcript."""
     block = document.begin()
     while block.isValid():
         layout = block.blockFormat()
         if layout.hasProperty(QTextFormat.Property.BlockCodeFence):
             layout.setBackground(CODE_BACKGROUND)
+            layout.setNonBreakableLines(False)
             QTextCursor(block).setBlockFormat(layout)
         block = block.next()
-
-
-def _closed_fences(text: str) -> str:
-    """Close a code fence that is still streaming so the rest does not render as code."""
-    fences = sum(1 for line in text.splitlines() if line.lstrip().startswith("```"))
-    return text + "\n```" if fences % 2 else text
 
 
 class TranscriptView(QTextBrowser):
@@ -390,6 +412,8 @@ class TranscriptView(QTextBrowser):
         self._fallback_model = "Assistant"
         self._toggled: dict[int, bool] = {}  # reply index -> open, as the person left it
         self._spans: list[tuple[int, int]] = []
+        self._code_blocks: list[str] = []
+        self._stale = False  # the theme changed while hidden: render when shown
         self.action_handler: Callable[[str, int], None] | None = None
 
     def show_conversation(
@@ -455,27 +479,54 @@ class TranscriptView(QTextBrowser):
         bar.setValue(bar.maximum())
 
     def changeEvent(self, event: QEvent) -> None:
-        """The light/dark theme changed: draw the conversation in the new colours."""
+        """The light/dark theme changed: draw the conversation in the new colours, now if
+        it can be seen, else when it is shown (every closed chat window re-rendering its
+        code blocks on each switch made a theme change take seconds)."""
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
-            bar = self.verticalScrollBar()
-            keep = bar.value()
-            self._render()
-            bar.setValue(keep)
+            if self.isVisible():
+                self._rerender()
+            else:
+                self._stale = True
+
+    def showEvent(self, event: QShowEvent) -> None:
+        if self._stale:
+            self._rerender()
+        super().showEvent(event)
+
+    def _rerender(self) -> None:
+        """Render again where the person is (the scroll position kept)."""
+        self._stale = False
+        bar = self.verticalScrollBar()
+        keep = bar.value()
+        self._render()
+        bar.setValue(keep)
 
     def _render(self) -> None:
+        self._stale = False
         count = len(self._messages) + 1  # the pending reply's index is len(messages)
-        self._spans = render_transcript(
+        rendered = render_transcript(
             self.document(),
             self._messages,
             self._pending,
             fallback_model=self._fallback_model,
             open_thinking={i for i in range(count) if self.thinking_is_open(i)},
         )
+        self._spans, self._code_blocks = rendered.spans, rendered.code_blocks
+
+    def copy_code(self, index: int) -> bool:
+        """Put code block ``index``'s code on the clipboard, exactly as the reply wrote it
+        (no header, no Markdown fence); False when there is no such block."""
+        if not 0 <= index < len(self._code_blocks):
+            return False
+        QGuiApplication.clipboard().setText(self._code_blocks[index])
+        return True
 
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() == THINKING_SCHEME and url.path().isdigit():
             self.toggle_thinking(int(url.path()))
+        elif url.scheme() == COPY_CODE_SCHEME and url.path().isdigit():
+            self.copy_code(int(url.path()))
         elif url.scheme() == ACTION_SCHEME:
             name, _, index = url.path().partition("/")
             if name in ACTION_LABELS and index.isdigit() and self.action_handler is not None:

@@ -220,14 +220,16 @@ def test_chat_settings_are_kept_with_the_chat_and_applied(
     assert saved.system_prompt == PRESETS["Concise"]
 
     # A context limit the chat outgrows: the choice to drop the oldest turns or start anew.
+    # The message and the system prompt alone take 92 tokens: they fit in 100, the chat
+    # does not (a message over the limit by itself offers no drop: test_chat_details.py).
     def limit(dialog: ChatSettingsDialog) -> None:
         dialog.context_limit.setFocus()
         dialog.context_limit.selectAll()
-        qtbot.keyClicks(dialog.context_limit, "60")
+        qtbot.keyClicks(dialog.context_limit, "100")
 
     _in_dialog(qtbot, limit)
     qtbot.mouseClick(window.settings_button, Qt.MouseButton.LeftButton)
-    assert window.conversation.settings.context_limit == 60
+    assert window.conversation.settings.context_limit == 100
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         type_and_send(qtbot, window, "Tell me a long story about " + "a very long river " * 3)
     assert finished.args[0] is None
@@ -235,6 +237,7 @@ def test_chat_settings_are_kept_with_the_chat_and_applied(
     assert {"Drop oldest turns", "New chat"} <= set(window.notice.buttons)
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         qtbot.mouseClick(window.notice.buttons["Drop oldest turns"], Qt.MouseButton.LeftButton)
+    assert finished.args[0] is not None  # answered once the oldest turn was dropped
     assert window.conversation.messages[0].get("dropped") is True
     assert DROPPED_NOTE in window.transcript.toPlainText()
 

@@ -201,7 +201,7 @@ def test_replies_render_as_markdown_with_readable_code(desktop: DesktopApp) -> N
         assert fence.hasProperty(QTextFormat.Property.BlockCodeFence)
         assert fence.background().color().name() == "#eef1f5"
         fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
-        assert blocks[line].charFormat().font().family() == fixed
+        assert blocks[line].begin().fragment().charFormat().font().family() == fixed
     assert "Here is bold and code:" in blocks
     assert (
         not blocks["Here is bold and code:"]

@@ -29,7 +29,7 @@ def test_the_strip_shows_the_share_of_guessed_tokens(qtbot: QtBot) -> None:
     stats = ReplyStats.from_done(_done(finished, finished.finish_reason))
     assert stats.speculation == "prompt_lookup" and stats.accepted_tokens > 0
 
-    strip = StatusStrip(lambda: None)
+    strip = StatusStrip(lambda: ())
     qtbot.addWidget(strip)
     strip.set_speculation(stats.speculation, stats.accepted_tokens, stats.completion_tokens)
     share = stats.accepted_tokens / stats.completion_tokens

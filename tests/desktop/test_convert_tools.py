@@ -1,0 +1,96 @@
+"""Issue 28, defect 7: *Convert a Hugging Face model…* when the tools are missing.
+
+Seen before: after the README set-up the button was greyed out, with the reason only in the
+disabled button's tooltip and no way to install what is missing. Now the reason is a visible
+line in the model manager beside *Install conversion tools*, which makes the app's conversion
+environment with pip's lines as progress, says a failure with the commands to run instead,
+and, once installed, remembers the interpreter and turns *Convert* on.
+
+The installer a person starts downloads about a gigabyte; the window's test puts stand-ins in
+its place (one that fails, one that leaves an interpreter passing the tool check), and the
+real installer is run once against a package that cannot exist, with no index.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from desktop import convert_setup
+from desktop.app import DesktopApp
+from desktop.views.convert_tools import INSTALL_LABEL
+from desktop.views.model_manager import CHECKING_TOOLS
+
+
+def test_the_missing_tools_are_said_and_installed_from_the_window(
+    qtbot: QtBot, desktop: DesktopApp
+) -> None:
+    dialog = desktop.models_dialog()
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.convert_problem != CHECKING_TOOLS, timeout=30000)
+    tools = dialog.tools
+    assert not dialog.convert_button.isEnabled()
+    assert tools.isVisible() and tools.text.isVisible()
+    assert tools.text.text() == dialog.convert_problem
+    assert "torch" in tools.text.text()
+    assert tools.install_button.isVisible() and tools.install_button.text() == INSTALL_LABEL
+
+    def fails(env: Path, report: Callable[[str], None], cancel: threading.Event) -> Path:
+        report("Collecting torch==2.13.0")
+        raise convert_setup.InstallFailed(
+            "Installing the conversion tools failed (no network). Run: python3 -m venv X"
+        )
+
+    tools.installer = fails
+    tools.install_button.click()
+    qtbot.waitUntil(lambda: not tools.installing, timeout=30000)
+    assert tools.text.text().endswith("Run: python3 -m venv X")
+    assert tools.install_button.isEnabled() and "try again" in tools.install_button.text()
+    assert not dialog.convert_button.isEnabled()
+
+    lines: list[str] = []
+
+    def works(env: Path, report: Callable[[str], None], cancel: threading.Event) -> Path:
+        report("Successfully installed torch-2.13.0")
+        lines.append(tools.text.text())
+        python = convert_setup.env_python(env)
+        python.parent.mkdir(parents=True)
+        python.write_text("#!/bin/sh\nexit 0\n")  # passes the tool check: every tool found
+        python.chmod(0o755)
+        return python
+
+    tools.installer = works
+    tools.install_button.click()
+    qtbot.waitUntil(lambda: dialog.convert_problem is None, timeout=30000)
+    assert dialog.convert_button.isEnabled()
+    assert not tools.isVisible()
+    python = convert_setup.env_python(tools.env)
+    assert desktop.controller.settings.convert_python == python
+    saved = json.loads(desktop.controller.settings.paths.config_file.read_text())
+    assert saved["convert_python"] == str(python)
+
+
+def test_a_failed_installation_says_what_to_run(tmp_path: Path) -> None:
+    """The real installer, failing at its first step (the environment's folder cannot be
+    made: a file stands in its way), as fast as a step can fail."""
+    wanted = convert_setup.requirements()
+    assert "torch==2.13.0" in wanted
+    assert any(r.startswith("openvino-tokenizers==") for r in wanted)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = blocker / "convert-env"
+    lines: list[str] = []
+    with pytest.raises(convert_setup.InstallFailed) as failed:
+        convert_setup.install(env, lines.append, wanted=wanted)
+    message = str(failed.value)
+    assert message.startswith("Installing the conversion tools failed (")
+    assert "Error" in message.partition("(")[2]  # the step's own last line
+    assert message.endswith(convert_setup.manual_text(env, wanted))
+    assert f"-m venv {env} && " in message and "torch==2.13.0" in message
+    assert lines[0] == f"Step 1 of 3: {sys.executable} -m venv {env}…"
