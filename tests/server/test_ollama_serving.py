@@ -237,6 +237,7 @@ async def test_listing_the_running_models_names_no_requested_model(
 def test_tool_results_are_paired_with_their_calls() -> None:
     """Ollama sends no call ids: the templates get ``call_<i>`` ids and tool messages that
     answer them in order (Gemma 4 names the function of a result by its call's id)."""
+    from engine.server.images import ImageList
     from engine.server.ollama.serving_generate import _template_messages
 
     messages = [
@@ -255,7 +256,7 @@ def test_tool_results_are_paired_with_their_calls() -> None:
         protocol.Message(role="tool", content="noon", tool_name="clock"),
         protocol.Message(role="tool", content="an extra result"),
     ]
-    out = _template_messages(messages)
+    out = _template_messages(messages, ImageList())
     assert [c["id"] for c in out[1]["tool_calls"]] == ["call_0", "call_1"]
     assert (out[2]["tool_call_id"], out[2]["name"]) == ("call_0", "get_weather")
     assert (out[3]["tool_call_id"], out[3]["name"]) == ("call_1", "clock")  # tool_name wins
