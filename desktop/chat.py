@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
+from engine.server.images import ImageRef
 from engine.server.pipeline import Done, GenerateRequest, Generation, Pipeline
 from engine.worker.messages import SamplingParams
 
@@ -154,8 +155,11 @@ class ReplyJob:
         model: str | None,
         messages: list[dict[str, Any]],
         options: ChatOptions,
+        images: tuple[ImageRef, ...] = (),
     ) -> None:
+        """``images``: every image the messages name by index (``message["images"]``)."""
         self._pipeline = pipeline
+        self._images = images
         self._model = model
         self._messages = messages
         self._options = options
@@ -181,6 +185,7 @@ class ReplyJob:
             thinking=self._options.thinking,
             tools=list(self._options.tools),
             split_reasoning=True,
+            images=self._images,
         )
         limit = self._options.context_limit
         if limit is not None:

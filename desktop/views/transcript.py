@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from desktop import theme
 from desktop.history import ChatMessage, ReplyFigures, ToolCallRecord
+from desktop.views.image_thumbnails import write_thumbnails
 
 # Live colours of the current light or dark theme (desktop.theme updates them in place).
 CODE_BACKGROUND = theme.colour("code_background")
@@ -189,6 +190,7 @@ def _message(
             chip = chip_text(attached["name"], attached["size"], attached["tokens"])
             cursor.insertText(chip, _char(colour=THINKING_TEXT, bold=True))
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        write_thumbnails(cursor, message.get("images", []))
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)
