@@ -90,9 +90,13 @@ class PendingImages(QWidget):
         self.reason.setObjectName("imageReason")
         self.reason.setWordWrap(True)
         self.reason.hide()
-        self._layout = QHBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
-        self._layout.addWidget(self.reason, 1)
+        self._chips = QHBoxLayout()
+        self._chips.setContentsMargins(0, 0, 0, 0)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addLayout(self._chips)
+        row.addWidget(self.reason, 1)
+        row.addStretch(0)  # the chips keep their own size at the left
         self._filters: list[_Intake] = []
         controller.models_changed.connect(self.sync)
         controller.status_changed.connect(self.sync)
@@ -224,15 +228,15 @@ class PendingImages(QWidget):
         self._rebuild()
 
     def _rebuild(self) -> None:
-        while self._layout.count() > 1:
-            taken = self._layout.takeAt(0)
+        while self._chips.count():
+            taken = self._chips.takeAt(0)
             widget = taken.widget() if taken is not None else None
             if widget is not None:
                 widget.hide()
                 widget.setParent(None)  # out of the panel now (deleted once idle)
                 widget.deleteLater()
         for position, image in enumerate(self.items):
-            self._layout.insertWidget(position, self._chip(image))
+            self._chips.insertWidget(position, self._chip(image))
         self.setVisible(bool(self.items))
         self.sync()
         self.changed.emit()
@@ -249,12 +253,15 @@ class PendingImages(QWidget):
         thumb.setPixmap(QPixmap.fromImage(scaled_thumbnail(picture, CHIP_SIZE)))
         thumb.setToolTip(f"{image.name} · {image.width}x{image.height}")
         thumb.setAccessibleName(f"Attached image {image.name}")
+        name = QLabel(f"{image.name}\n{image.width}x{image.height}")
+        name.setObjectName("imageChipName")
         close = QToolButton()
         close.setText("\u00d7")
         close.setToolTip(f"Remove {image.name}")
         close.setAccessibleName(f"Remove {image.name}")
         close.clicked.connect(lambda: self.remove(image))
         row.addWidget(thumb)
+        row.addWidget(name)
         row.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         return chip
 

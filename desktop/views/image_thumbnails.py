@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QTextBrowser
 from desktop import theme
 from desktop.history import ImageRecord
 
-THUMBNAIL_SIZE = 120  # the longer side, in logical pixels
+THUMBNAIL_SIZE = 96  # the longer side, in logical pixels
 _FOLDER_PROPERTY = "sidelightChatsFolder"
 _SCHEME = "sidelight-image"
 
@@ -74,11 +74,11 @@ def _thumbnail(path: str) -> QImage | None:
 
 
 def scaled_thumbnail(image: QImage, size: int) -> QImage:
-    """``image`` at most ``size`` pixels on its longer side (never enlarged past 2x)."""
+    """``image`` at most ``size`` pixels on its longer side (a smaller one as it is)."""
     from PySide6.QtCore import Qt
 
     longer = max(image.width(), image.height())
-    target = min(size, longer * 2)
+    target = min(size, longer)
     return image.scaled(
         target,
         target,
