@@ -748,6 +748,7 @@ class ChatWindow(QWidget):
         picker.blockSignals(False)
         state = self.controller.status.state
         picker.setToolTip(f"{active or 'no model'}: {state}")
+        self.pending_images.sync()  # attaching images greys out for a model that cannot see
 
     def _on_model_picked(self, index: int) -> None:
         model_id = self.model_picker.itemData(index)

@@ -29,10 +29,11 @@ from desktop.chat_images import (
     read_image_file,
     store_image,
 )
-from desktop.chat_session import Regenerate
+from desktop.chat_session import EditFailed, Regenerate
 from desktop.history import ChatHistory, ChatMessage, Conversation
 from desktop.views.chat_window import ChatWindow
 from engine.models import DEMO_MODEL_ID
+from engine.server.errors import APIError
 from engine.server.images import MAX_IMAGES_PER_REQUEST
 from engine.supervisor.states import READY
 from tests.server.harness import store_ir_copy
@@ -128,6 +129,10 @@ def test_images_are_files_beside_the_history_named_in_it_and_sent_by_index(
     turns, refs = engine_request(reopened, history.folder)
     assert [t.get("images") for t in turns] == [None, [0], None, [1, 2]]
     assert [ref.field for ref in refs] == ["red.png", "blue.png", "red.png"]
+
+    (history.folder / blue["file"]).unlink()  # gone from the disk: refused, named
+    with pytest.raises(APIError, match=r"^blue\.png: the image is no longer kept"):
+        engine_request(reopened, history.folder)
 
     del reopened.messages[3]  # the only message with the blue image
     history.save(reopened)
@@ -245,6 +250,22 @@ def test_a_red_image_asked_about_in_the_chat_is_answered_red_and_kept_with_the_c
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
     assert window.last_reply == "red and blue"
     assert len(thumbnails(window)) == 2
+
+    # A refused message's images go back into the message box with its text.
+    window.new_chat()
+    window.conversation.settings.context_limit = 5
+    images.add_file(red)
+    with qtbot.waitSignal(window.reply_finished, timeout=60000):
+        qtbot.keyClicks(window.input, "What colour is this?")
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
+    assert window.conversation.messages[0].get("failed") and chip_count(window) == 0
+    window.apply(EditFailed())
+    assert window.input.toPlainText() == "What colour is this?"
+    assert [i.name for i in images.items] == ["red.png"]
+    window.conversation.settings.context_limit = None
+    with qtbot.waitSignal(window.reply_finished, timeout=60000):
+        window.send()
+    assert window.last_reply == "red"
 
 
 def test_a_chat_holds_at_most_the_images_a_request_may_carry(
