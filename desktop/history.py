@@ -138,6 +138,8 @@ class Conversation:
         for message in self.messages:
             if message["role"] == "user":
                 text = " ".join(message["content"].split())
+                if not text and message.get("images"):  # an image sent without a word
+                    text = f"Image: {message['images'][0]['name']}"
                 return text if len(text) <= _TITLE_LENGTH else text[: _TITLE_LENGTH - 1] + "…"
         return "New chat"
 

@@ -123,6 +123,10 @@ def test_images_are_files_beside_the_history_named_in_it_and_sent_by_index(
     assert sorted(p.name for p in history.images_folder(chat.id).iterdir()) == sorted(
         {Path(red["file"]).name, Path(blue["file"]).name}
     )
+    assert chat.title == "What colour is this?"
+    assert Conversation(messages=[ChatMessage(role="user", content="", images=[red])]).title == (
+        "Image: red.png"
+    )
     reopened = history.get(chat.id)
     assert reopened is not None and reopened.messages[3].get("images") == [blue, red]
 
