@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.parsing import ContentDelta, ReasoningText, ToolCall, ToolCallEnd
 from engine.server.errors import APIError
+from engine.server.images import ImageRef
 from engine.server.pipeline import Done, GenerateRequest, Generation, Pipeline
 from engine.worker.messages import SamplingParams
 
@@ -157,13 +158,16 @@ class ReplyJob:
         model: str | None,
         messages: list[dict[str, Any]],
         options: ChatOptions,
+        images: tuple[ImageRef, ...] = (),
         *,
         model_context: int | None = None,
     ) -> None:
-        """``model_context``: the model's context length, when known; a refusal for length
+        """``images``: every image the messages name by index (``message["images"]``).
+        ``model_context``: the model's context length, when known; a refusal for length
         then says whether the last message alone is over it (``message_too_long``: dropping
         older turns cannot help) or the conversation is (``context_length_exceeded``)."""
         self._pipeline = pipeline
+        self._images = images
         self._model = model
         self._messages = messages
         self._options = options
@@ -190,6 +194,7 @@ class ReplyJob:
             thinking=self._options.thinking,
             tools=list(self._options.tools),
             split_reasoning=True,
+            images=self._images,
         )
         try:
             generation = await self._start(request)

@@ -79,6 +79,7 @@ class ModelChoice:
     path: Path
     devices: tuple[str, ...]  # device families it runs on: "CPU", "GPU", "NPU"
     is_demo: bool = False
+    vision: bool = False  # a vision-language model: it sees images too
 
     def runs_on(self, device: DeviceInfo) -> bool:
         return device.kind.upper() in self.devices
@@ -428,12 +429,13 @@ class Controller(QObject):
         choices.extend(
             ModelChoice(
                 id=m.id,
-                # The picker marks the models that see (the chat window sends no images yet).
+                # The picker marks the models that see.
                 label=f"{m.manifest.name} (sees images)"
                 if m.manifest.task == "vision"
                 else m.manifest.name,
                 path=m.path,
                 devices=tuple(d.upper() for d in m.manifest.devices),
+                vision=m.manifest.task == "vision",
             )
             for m in stored
             if m.manifest.task in GENERATIVE_TASKS

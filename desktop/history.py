@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -56,6 +57,20 @@ class Attachment(TypedDict):
     text: str
 
 
+class ImageRecord(TypedDict):
+    """An image sent with a user message: kept as a file beside the history (see
+    :mod:`desktop.chat_images`), never inlined in the conversation's JSON."""
+
+    name: str  # what the person attached: the file's name, or "pasted image"
+    file: str  # the stored file, relative to the chats folder: images/<chat id>/<sha256>.png
+    width: int
+    height: int
+    size: int  # bytes of the stored file
+
+
+IMAGES_FOLDER = "images"  # under the chats folder: one folder of image files per chat
+
+
 @dataclass
 class ChatSettings:
     """Generation settings of one chat (``None``: the model's default / its full context)."""
@@ -90,6 +105,7 @@ class ChatMessage(TypedDict):
     calls: NotRequired[list[ToolCallRecord]]  # assistant: the tools it called
     figures: NotRequired[ReplyFigures]  # assistant: tokens, tokens/s, time to first token
     attachments: NotRequired[list[Attachment]]  # user: files sent with the message
+    images: NotRequired[list[ImageRecord]]  # user: images sent with the message
 
 
 def sent_to_model(message: ChatMessage) -> bool:
@@ -122,6 +138,8 @@ class Conversation:
         for message in self.messages:
             if message["role"] == "user":
                 text = " ".join(message["content"].split())
+                if not text and message.get("images"):  # an image sent without a word
+                    text = f"Image: {message['images'][0]['name']}"
                 return text if len(text) <= _TITLE_LENGTH else text[: _TITLE_LENGTH - 1] + "…"
         return "New chat"
 
@@ -237,6 +255,17 @@ def _message(data: dict[str, Any]) -> ChatMessage:
             )
             for a in data["attachments"]
         ]
+    if data.get("images"):
+        message["images"] = [
+            ImageRecord(
+                name=str(i["name"]),
+                file=str(i["file"]),
+                width=int(i["width"]),
+                height=int(i["height"]),
+                size=int(i["size"]),
+            )
+            for i in data["images"]
+        ]
     return message
 
 
@@ -290,6 +319,27 @@ class ChatHistory:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        self._prune_images(conversation)
 
     def delete(self, conversation_id: str) -> None:
+        """Forget the chat: its file and its images."""
         (self.folder / f"{conversation_id}.json").unlink(missing_ok=True)
+        shutil.rmtree(self.images_folder(conversation_id), ignore_errors=True)
+
+    def images_folder(self, conversation_id: str) -> Path:
+        """Where the chat's images are kept (files named by their content's hash)."""
+        return self.folder / IMAGES_FOLDER / conversation_id
+
+    def _prune_images(self, conversation: Conversation) -> None:
+        """Image files no message of the chat names any more (deleted messages) go."""
+        folder = self.images_folder(conversation.id)
+        if not folder.is_dir():
+            return
+        kept = {
+            Path(record["file"]).name
+            for message in conversation.messages
+            for record in message.get("images", [])
+        }
+        for path in folder.iterdir():
+            if path.is_file() and path.name not in kept:
+                path.unlink(missing_ok=True)

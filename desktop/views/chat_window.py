@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.chat import ChatEvent, ChatOptions, ReplyJob, ReplyStats
+from desktop.chat_images import engine_request, failed_images, images_sent
 from desktop.chat_session import (
     CancelEdit,
     ChatSession,
@@ -65,6 +66,8 @@ from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.attachments import PendingAttachments
 from desktop.views.chat_list import ChatList
 from desktop.views.chat_settings import ChatSettingsDialog
+from desktop.views.image_attachments import PendingImages
+from desktop.views.image_thumbnails import show_images_from
 from desktop.views.message_actions import MessageActions
 from desktop.views.notice import NoticeBar
 from desktop.views.refusal import RefusalView
@@ -72,6 +75,7 @@ from desktop.views.screen import fit_to_screen
 from desktop.views.status_strip import StatusStrip
 from desktop.views.transcript import Pending, TranscriptView
 from engine.parsing import ToolCall
+from engine.server.errors import APIError
 from engine.supervisor.states import READY, EngineStatus
 
 logger = logging.getLogger(__name__)
@@ -204,6 +208,7 @@ class ChatWindow(QWidget):
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.textEdited.connect(self._on_system_prompt)
         self.transcript = TranscriptView()
+        show_images_from(self.transcript, self.history.folder)
         self.chat_list = ChatList(self.history)
         self.chat_list.picked.connect(self.open_conversation)
         self.chat_list.renamed.connect(self._on_renamed)
@@ -240,6 +245,7 @@ class ChatWindow(QWidget):
             self.input,
             self.send_button,
             self.attach_button,
+            self.pending_images.button,
             self.copy_button,
             self.chats_button,
             self.chat_list,
@@ -313,13 +319,16 @@ class ChatWindow(QWidget):
             self.controller, self.tasks, model=lambda: self.chat_model
         )
         self.pending_attachments.refused.connect(lambda text: self.notice.show_notice(text, []))
+        self.pending_images.install(self.input, self)
         side = QVBoxLayout()
         side.addWidget(self.send_button)
         side.addWidget(self.copy_button)
         side.addWidget(self.attach_button)
+        side.addWidget(self.pending_images.button)
         side.addStretch(1)
         column = QVBoxLayout()
         column.addWidget(self.pending_attachments)
+        column.addWidget(self.pending_images)
         column.addWidget(self.input, 1)
         bottom = QHBoxLayout()
         bottom.addLayout(column, 1)
@@ -342,6 +351,10 @@ class ChatWindow(QWidget):
         self.settings_action = action("Chat settings…", SETTINGS_KEYS, self.edit_settings)
         self.attach_action = action("Attach a text file…", ATTACH_KEYS, self.attach_file)
         self.paste_action = action("Paste as an attachment", PASTE_KEYS, self.paste_attachment)
+        self.pending_images = PendingImages(
+            self.controller, lambda: self.chat_model, self._images_sent
+        )
+        self.pending_images.refused.connect(lambda text: self.notice.show_notice(text, []))
 
     def _build_menu(self) -> QMenu:
         menu = QMenu(self)
@@ -353,6 +366,7 @@ class ChatWindow(QWidget):
         menu.addAction(self.settings_action)
         menu.addAction(self.attach_action)
         menu.addAction(self.paste_action)
+        menu.addAction(self.pending_images.attach_action)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
         menu.addAction("Requests…").triggered.connect(self.open_requests)
@@ -450,17 +464,23 @@ class ChatWindow(QWidget):
     def send(self, text: str | None = None) -> None:
         """Send ``text`` (default: the message box) and stream the reply."""
         text = (self.input.toPlainText() if text is None else text).strip()
-        attached = self.pending_attachments
-        if not (text or attached.items) or self.busy:
+        attached, images = self.pending_attachments, self.pending_images
+        if not (text or attached.items or images.items) or self.busy:
             return
         if attached.counting:
             self.notice.show_notice("Counting the attachment's tokens; send again in a moment.", [])
+            return
+        cannot_see = images.cannot_see() if images.items else None
+        if cannot_see is not None:
+            self.notice.show_notice(f"Not sent: {cannot_see}", [])
             return
         self.notice.dismiss()
         self.input.clear()
         message = ChatMessage(role="user", content=text)
         if attached.items:
             message["attachments"] = attached.take()
+        if images.items:
+            message["images"] = images.take(self.history.folder, self.conversation.id)
         self.session.send(message)  # replaces the message being edited, if any
         self.start_reply()
 
@@ -485,11 +505,19 @@ class ChatWindow(QWidget):
         """Answer the conversation as it stands (its own settings applied)."""
         session = self.session
         model = self.chat_model
+        try:
+            messages, images = engine_request(self.conversation, self.history.folder)
+        except APIError as exc:  # an image's file is gone: the message shows as not sent
+            session.start_reply(model)
+            self._on_error(exc)
+            self._on_done()
+            return
         job = ReplyJob(
             self.controller.pipeline,
             model,
-            self.conversation.engine_messages(),
+            messages,
             session.reply_options(self.options),
+            images,
             model_context=self._model_context(model),
         )
         worker = self.tasks.stream(job.events)
@@ -601,6 +629,8 @@ class ChatWindow(QWidget):
             if started is not None:
                 self.input.setPlainText(started.text)
                 self.pending_attachments.set(list(started.attachments))
+                images = self.conversation.messages[intent.index].get("images", [])
+                self.pending_images.restore(images, self.history.folder)
                 self.notice.show_notice(*self.message_actions.edit_notice(started))
                 self.focus_input()
         elif isinstance(intent, CancelEdit):
@@ -619,6 +649,8 @@ class ChatWindow(QWidget):
         self, intent: Retry | DropOldest | EditFailed | RemoveFailed | NewChat
     ) -> None:
         session = self.session
+        if not isinstance(intent, RemoveFailed):  # its images go along with its text
+            self._carry_failed_images()
         if isinstance(intent, Retry):
             text = session.retry()
             if text is not None:
@@ -644,10 +676,17 @@ class ChatWindow(QWidget):
                 self.new_chat()
                 self.input.setPlainText(text)
 
+    def _carry_failed_images(self) -> None:
+        """The refused message's images back as chips, to go with its text."""
+        carried = failed_images(self.conversation)
+        if carried and not self.busy:
+            self.pending_images.restore(carried, self.history.folder)
+
     def _clear_edit(self) -> None:
         """The edit ended: its text and attachments leave the message box."""
         self.input.clear()
         self.pending_attachments.set([])
+        self.pending_images.clear()
         self.notice.dismiss()
 
     # ---- conversations -----------------------------------------------------------------
@@ -703,6 +742,9 @@ class ChatWindow(QWidget):
     def paste_attachment(self) -> None:
         earlier = sum(len(m.get("attachments", [])) for m in self.conversation.messages)
         self.pending_attachments.paste(earlier)
+
+    def _images_sent(self) -> int:
+        return images_sent(self.conversation)
 
     def _on_renamed(self, conversation_id: str) -> None:
         if conversation_id == self.conversation.id:
@@ -767,6 +809,7 @@ class ChatWindow(QWidget):
                 "(pick another above).",
                 [],
             )
+        self.pending_images.sync()  # attaching images greys out for a model that cannot see
 
     def _on_model_picked(self, index: int) -> None:
         """This chat's model: remembered with the chat, never the default model's switch."""

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from desktop import theme
 from desktop.history import ChatMessage, ReplyFigures, ToolCallRecord
+from desktop.views.image_thumbnails import write_thumbnails
 from desktop.views.markdown_blocks import COPY_CODE_SCHEME, align_table_headers, write_markdown
 
 # Live colours of the current light or dark theme (desktop.theme updates them in place).
@@ -208,6 +209,7 @@ def _message(
             chip = chip_text(attached["name"], attached["size"], attached["tokens"])
             cursor.insertText(chip, _char(colour=THINKING_TEXT, bold=True))
             cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        write_thumbnails(cursor, message.get("images", []))
         _text(cursor, text)
     else:
         _header(cursor, message.get("model") or fallback_model)

@@ -30,6 +30,10 @@ TYPES: dict[str, frozenset[str] | None] = {
     "engine.server.pipeline": frozenset(
         {"Pipeline", "GenerateRequest", "Generation", "Done"}
     ),  # the chat generates through the runtime's pipeline
+    # The chat checks images with the server's own decoder and limits (pure functions).
+    "engine.server.images": frozenset(
+        {"ImageRef", "decode_image", "MAX_IMAGE_BYTES", "MAX_IMAGES_PER_REQUEST"}
+    ),
     "engine.server.runner": frozenset({"PortInUseError"}),  # why the server did not start
     "engine.supervisor.states": None,  # engine states, EngineStatus, LoadedModel, errors
     "engine.supervisor.unloads": None,  # UnloadEvent: why a model went away
