@@ -120,9 +120,9 @@ def build_hf(work: Path, spm_model: Path) -> tuple[Path, Path]:
 
 def export(hf_dir: Path, voc_dir: Path) -> None:
     """optimum-intel's text-to-audio export, then the tokenizer by hand."""
-    from optimum.exporters.openvino import main_export
     from openvino import save_model
     from openvino_tokenizers import convert_tokenizer
+    from optimum.exporters.openvino import main_export
     from transformers import SpeechT5Tokenizer
 
     if OUT.exists():
