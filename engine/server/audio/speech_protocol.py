@@ -15,7 +15,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictFloat,
-    StrictInt,
     StrictStr,
     field_validator,
 )
@@ -50,7 +49,7 @@ class SpeechRequest(BaseModel):
     input: StrictStr
     voice: StrictStr
     response_format: SpeechFormat = "mp3"
-    speed: StrictFloat | StrictInt = 1.0
+    speed: StrictFloat = 1.0  # strict: an int is a float, a string or a bool is not
     instructions: StrictStr | None = Field(default=None, max_length=_MAX_INSTRUCTIONS_CHARS)
     stream_format: Literal["audio"] = "audio"
 
