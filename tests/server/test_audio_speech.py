@@ -168,3 +168,11 @@ def test_a_model_that_does_not_speak_is_a_400_naming_model(
 def test_a_body_that_is_not_json_is_a_400(server: ServerProcess) -> None:
     response = httpx.post(f"{server.base_url}/v1/audio/speech", content=b"{nope", timeout=60)
     assert response.status_code == 400, response.text
+
+
+def test_the_model_is_listed_and_claims_no_ollama_capability(server: ServerProcess) -> None:
+    listed = httpx.get(f"{server.base_url}/v1/models", timeout=30).json()
+    assert TTS in [model["id"] for model in listed["data"]]
+    shown = httpx.post(f"{server.base_url}/api/show", json={"model": TTS}, timeout=30)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["capabilities"] == []
