@@ -3,7 +3,8 @@
 SpeechT5 writes up to ``maxlenratio`` (20) spectrogram frames per input token and has 1,876
 decoder positions, so one call speaks at most about 180 characters (its tokens are
 characters). Long input is cut at sentence ends, else at spaces, else anywhere, into pieces
-of at most :data:`MAX_PIECE_CHARS`; the server speaks them one after the other.
+of at most :data:`MAX_PIECE_CHARS` (short sentences packed together); the server speaks
+them one after the other.
 
 Pure functions, safe from any thread.
 """
@@ -40,4 +41,15 @@ def pieces(text: str, limit: int = MAX_PIECE_CHARS) -> list[str]:
                 current = joined
         if current:
             out.append(current)
+    return _packed(out, limit)
+
+
+def _packed(cut: list[str], limit: int) -> list[str]:
+    """Neighbouring pieces joined while they fit (short sentences are spoken together)."""
+    out: list[str] = []
+    for piece in cut:
+        if out and len(out[-1]) + 1 + len(piece) <= limit:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
     return out

@@ -31,6 +31,11 @@ def test_long_text_is_cut_at_sentences_then_spaces_and_keeps_every_word() -> Non
     assert "".join(cut).replace(" ", "") == text.replace(" ", "")
 
 
+def test_short_sentences_are_packed_into_one_piece() -> None:
+    assert pieces("One. Two! Three?") == ["One. Two! Three?"]
+    assert len(pieces("the cat sat on the mat. " * 8)) == 2
+
+
 def test_pcm16_clips_and_scales() -> None:
     samples = np.array([0.0, 1.0, -1.0, 2.0, 0.5], dtype=np.float32)
     assert np.frombuffer(pcm16(samples), "<i2").tolist() == [0, 32767, -32767, 32767, 16384]

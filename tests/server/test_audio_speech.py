@@ -12,6 +12,7 @@ After each test the worker must not have restarted.
 from __future__ import annotations
 
 import io
+import json
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,11 +121,22 @@ def test_long_input_is_spoken_in_pieces_and_streamed(server: ServerProcess) -> N
     assert len(data) - 44 == 2 * expected(text)
 
 
+def test_long_input_in_a_compressed_format_is_every_piece(client: openai.OpenAI) -> None:
+    text = "the cat sat on the mat. " * 8
+    assert len(pieces(text)) == 2
+    assert _decoded(_speak(client, "flac", text)) == (expected(text), RATE, 1)
+
+
 def refused(server: ServerProcess, **fields: Any) -> str | None:
     """The param of the 400 a speech request with ``fields`` gets."""
     body = {"model": TTS, "voice": "alloy", "input": "hello world", **fields}
     body = {k: v for k, v in body.items() if v is not None}
-    response = httpx.post(f"{server.base_url}/v1/audio/speech", json=body, timeout=60)
+    response = httpx.post(  # json.dumps escapes a lone surrogate, as a client's JSON may
+        f"{server.base_url}/v1/audio/speech",
+        content=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
     assert response.status_code == 400, response.text
     assert "Traceback" not in response.text
     param: str | None = response.json()["error"]["param"]
@@ -138,6 +150,7 @@ def refused(server: ServerProcess, **fields: Any) -> str | None:
         ("input", "   "),
         ("input", "a" * 4097),
         ("input", 5),
+        ("input", "hello \ud800 world"),
         ("voice", "darth"),
         ("voice", 3),
         ("response_format", "ogg"),

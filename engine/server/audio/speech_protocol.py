@@ -62,6 +62,10 @@ class SpeechRequest(BaseModel):
             raise ValueError(f"is {len(value)} characters; the longest input is {MAX_INPUT_CHARS}")
         if "\x00" in value:
             raise ValueError("must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: GenAI's tokenizer needs UTF-8
+            raise ValueError(f"is not valid Unicode at character {exc.start}") from exc
         return value
 
     @field_validator("voice")
