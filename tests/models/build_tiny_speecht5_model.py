@@ -26,7 +26,10 @@ optimum-intel, openvino-tokenizers, sentencepiece, protobuf)::
 
     nice -n 19 /work/venv-build/bin/python tests/models/build_tiny_speecht5_model.py
 
-Seeded and deterministic on one machine (torch CPU).
+Seeded and deterministic on one machine (torch CPU): the same weights and the same
+tokenizer bytes on every run (the SentencePiece model's recorded training paths are
+cleared). The exported decoder's XML may list its nodes in another order from one export to
+the next (the converter's traversal order); the model it describes is the same.
 """
 
 from __future__ import annotations
@@ -60,8 +63,19 @@ def build_tokenizer(work: Path) -> Path:
         eos_id=2,
         unk_id=3,
         character_coverage=1.0,
+        num_threads=1,
     )
-    return work / "spm.model"
+    # The trainer writes its input and output paths (a temporary folder) into the model:
+    # cleared, so a rebuild gives the same bytes.
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    path = work / "spm.model"
+    model.ParseFromString(path.read_bytes())
+    del model.trainer_spec.input[:]
+    model.trainer_spec.model_prefix = ""
+    path.write_bytes(model.SerializeToString())
+    return path
 
 
 def build_hf(work: Path, spm_model: Path) -> tuple[Path, Path]:
