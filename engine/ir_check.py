@@ -59,6 +59,8 @@ IR_STEMS = (
     "openvino_vision_projection_model",
     "openvino_encoder_model",  # a speech model (Whisper): encoder and decoder
     "openvino_decoder_model",
+    "openvino_postnet",  # a text-to-speech model (SpeechT5): beside encoder and decoder
+    "openvino_vocoder",
 )
 _MAX_JSON_BYTES = 64 * 1024 * 1024
 _CACHE_SIZE = 64

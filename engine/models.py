@@ -28,12 +28,20 @@ GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 7: "Q8_0", 14: "Q4_K_S", 15: "
 
 DEMO_MODEL_ID = "sidelight-demo"
 
-ModelTask = Literal["chat", "embeddings", "rerank", "vision", "transcription"]
+ModelTask = Literal["chat", "embeddings", "rerank", "vision", "transcription", "speech"]
 """What a model serves: chat/completions (generative), ``/v1/embeddings`` (an encoder),
 ``/v1/rerank`` (a cross-encoder), chat with images (a vision-language model: generative,
 it also reads images) or ``/v1/audio/transcriptions`` and ``translations`` (a speech
-recogniser, Whisper); the wire and manifest value is the string."""
-TASKS: tuple[ModelTask, ...] = ("chat", "embeddings", "rerank", "vision", "transcription")
+recogniser, Whisper) or ``/v1/audio/speech`` (text to speech, SpeechT5); the wire and
+manifest value is the string."""
+TASKS: tuple[ModelTask, ...] = (
+    "chat",
+    "embeddings",
+    "rerank",
+    "vision",
+    "transcription",
+    "speech",
+)
 GENERATIVE_TASKS: frozenset[ModelTask] = frozenset({"chat", "vision"})
 """The tasks chat, completions and every generating dialect serve."""
 
@@ -50,6 +58,19 @@ SPEECH_IR_FILES = (
     "openvino_decoder_model.bin",
     "openvino_tokenizer.xml",
     "openvino_detokenizer.xml",
+)
+
+# The files of a SpeechT5 IR folder (optimum-intel's text-to-audio, with its vocoder).
+TEXT_SPEECH_IR_FILES = (
+    "openvino_encoder_model.xml",
+    "openvino_encoder_model.bin",
+    "openvino_decoder_model.xml",
+    "openvino_decoder_model.bin",
+    "openvino_postnet.xml",
+    "openvino_postnet.bin",
+    "openvino_vocoder.xml",
+    "openvino_vocoder.bin",
+    "openvino_tokenizer.xml",
 )
 
 # Metadata keys and per-layer tensors GenAI's GGUF reader looks up without a fallback.
@@ -169,6 +190,8 @@ def is_vlm_folder(folder: Path) -> bool:
 
 def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
     if (folder / "openvino_encoder_model.xml").is_file():
+        if (folder / "openvino_vocoder.xml").is_file():
+            return _text_speech_spec(folder, model_id)
         return _speech_spec(folder, model_id)
     vlm = is_vlm_folder(folder)
     main = VLM_LANGUAGE_MODEL if vlm else "openvino_model.xml"
@@ -222,6 +245,30 @@ def _speech_spec(folder: Path, model_id: str) -> ModelSpec:
         context_length=_first_int(config, "max_target_positions"),
         architecture="whisper",
         task="transcription",
+    )
+
+
+def _text_speech_spec(folder: Path, model_id: str) -> ModelSpec:
+    """A text-to-speech IR folder: encoder, decoder, postnet, vocoder, a SpeechT5 config."""
+    missing = [name for name in TEXT_SPEECH_IR_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelError(
+            f"{folder.name} is not an OpenVINO text-to-speech folder (missing {', '.join(missing)})"
+        )
+    config = read_json(folder / "config.json")
+    if task_from_config(config) != "speech":
+        kind = config.get("model_type") or "unknown"
+        raise ModelError(
+            f"{folder.name}: a text-to-speech model of type '{kind}' is not supported "
+            "(supported: speecht5)"
+        )
+    return ModelSpec(
+        id=model_id,
+        path=folder,
+        format="ir",
+        context_length=_first_int(config, "max_text_positions"),
+        architecture="speecht5",
+        task="speech",
     )
 
 
@@ -305,6 +352,8 @@ def task_from_config(config: dict[str, Any]) -> ModelTask:
     architectures = [str(a) for a in config.get("architectures") or []]
     if config.get("model_type") == "whisper" or "WhisperForConditionalGeneration" in architectures:
         return "transcription"
+    if config.get("model_type") == "speecht5" or "SpeechT5ForTextToSpeech" in architectures:
+        return "speech"
     if not architectures or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return "chat"
     if any(a.endswith("ForSequenceClassification") for a in architectures):

@@ -22,7 +22,14 @@ from engine.supervisor.client import EngineClient
 from engine.supervisor.scheduler import Scheduler
 from engine.supervisor.states import EngineStatus, LoadedModel
 from engine.supervisor.unloads import UnloadEvent
-from engine.worker.messages import Embedded, Reranked, Transcribe, Transcribed
+from engine.worker.messages import (
+    Embedded,
+    Reranked,
+    Synthesize,
+    Synthesized,
+    Transcribe,
+    Transcribed,
+)
 
 
 class ServedEngine:
@@ -73,6 +80,11 @@ class ServedEngine:
         self, spec: ModelSpec, command: Callable[[int, str], Transcribe], device: str | None = None
     ) -> Transcribed:
         return await self.scheduler.transcribe(spec, command, device)
+
+    async def synthesize(
+        self, spec: ModelSpec, command: Callable[[int, str], Synthesize], device: str | None = None
+    ) -> Synthesized:
+        return await self.scheduler.synthesize(spec, command, device)
 
     def budget_mb(self) -> int:
         return self.scheduler.budget_mb()

@@ -44,7 +44,7 @@ from engine.server.ollama.routes import OLLAMA_ERRORS, ollama_routes
 from engine.server.ollama.serving import OllamaServing
 from engine.server.openai.routes import openai_routes
 from engine.server.pipeline import Pipeline
-from engine.server.pipeline.engine import Encoders, EngineLike, Transcriber
+from engine.server.pipeline.engine import Encoders, EngineLike, Synthesizer, Transcriber
 from engine.server.remote.encoders import RemoteEncoders
 from engine.server.request_limit import RequestLimitMiddleware
 from engine.server.rerank.routes import rerank_routes
@@ -54,7 +54,7 @@ from engine.server.streaming import ClientGone
 from engine.settings import Settings, is_loopback_host
 
 
-class ServerEngine(EngineLike, Encoders, Transcriber, HealthSource, Protocol):
+class ServerEngine(EngineLike, Encoders, Transcriber, Synthesizer, HealthSource, Protocol):
     """Everything the app asks of the engine (the runtime's
     :class:`engine.runtime.ServedEngine`): generations through the pipeline, embeddings and
     rerank, ``/health``, and reading the workers' pipes on the server's loop."""

@@ -398,6 +398,8 @@ def _task(request: ConvertRequest, endpoint: str | None, token: str | None) -> s
         return "image-text-to-text"  # a vision-language model: language + vision encoders
     if task_from_config(config) == "transcription":  # Whisper: encoder, stateful decoder
         return "automatic-speech-recognition-with-past"
+    if task_from_config(config) == "speech":  # SpeechT5: the child adds its HiFi-GAN vocoder
+        return "text-to-audio"
     if any(
         a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
         for a in architectures
@@ -457,7 +459,7 @@ def _cleanup(staging: Path) -> None:
 def _manifest(model_id: str, staging: Path, request: ConvertRequest) -> Manifest:
     facts = ir_facts(staging)
     context, arch = None, None
-    if facts.task in GENERATIVE_TASKS or facts.task == "transcription":
+    if facts.task in GENERATIVE_TASKS or facts.task in ("transcription", "speech"):
         try:
             spec = spec_from_path(staging, model_id=model_id)
         except ModelError as exc:

@@ -59,6 +59,10 @@ def recipe_args(weights: str, npu: bool) -> list[str]:
     return []
 
 
+# The HiFi-GAN vocoder every SpeechT5 text-to-speech checkpoint is used with.
+SPEECHT5_VOCODER = "microsoft/speecht5_hifigan"
+
+
 def optimum_argv(request: dict[str, Any]) -> list[str]:
     """The ``optimum-cli export openvino`` arguments for a request (int4/int8/fp16, NPU)."""
     argv = ["optimum-cli", "export", "openvino", "--model", request["source"]]
@@ -66,6 +70,8 @@ def optimum_argv(request: dict[str, Any]) -> list[str]:
         argv += ["--revision", request["revision"]]
     if request.get("task"):
         argv += ["--task", request["task"]]
+    if request.get("task") == "text-to-audio":  # SpeechT5 speaks through a separate vocoder
+        argv += ["--model-kwargs", json.dumps({"vocoder": SPEECHT5_VOCODER})]
     weights = request.get("weights", "int4")
     argv += ["--weight-format", weights]
     argv += recipe_args(weights, bool(request.get("npu")))

@@ -64,6 +64,8 @@ from engine.worker.messages import (
     Reranked,
     Shutdown,
     Submit,
+    Synthesize,
+    Synthesized,
     Transcribe,
     Transcribed,
     UnloadModel,
@@ -74,7 +76,7 @@ __all__ = ["EngineClient"]
 logger = logging.getLogger(__name__)
 
 _Answer = TypeVar(
-    "_Answer", Embedded, Reranked, Transcribed
+    "_Answer", Embedded, Reranked, Transcribed, Synthesized
 )  # the one event a one-shot request ends with
 
 
@@ -389,6 +391,17 @@ class EngineClient:
                 or the model could not be loaded or run.
         """
         return await self._one_shot(command, "file", Transcribed)
+
+    async def synthesize(self, command: Callable[[int], Synthesize]) -> Synthesized:
+        """Speak one piece of text with the model the command names (``command`` builds it
+        for a request id).
+
+        Raises:
+            EngineUnavailable: the worker is not running.
+            RequestFailed: a field the model cannot honour (``invalid_request`` naming it),
+                or the model could not be loaded or run.
+        """
+        return await self._one_shot(command, "input", Synthesized)
 
     async def _one_shot(
         self, command: Callable[[int], Command], param: str, answer: type[_Answer]

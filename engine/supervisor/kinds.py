@@ -81,6 +81,9 @@ KINDS: Final[dict[ModelTask, ModelKind]] = {
     "embeddings": _encoder("embeddings"),
     "rerank": _encoder("rerank"),
     "transcription": _encoder("transcription"),
+    # Text to speech (SpeechT5): loads in its first request like an encoder, one piece of
+    # text per request; no KV-cache budget of the scheduler's (GenAI keeps its own).
+    "speech": _encoder("speech"),
 }
 assert set(KINDS) == set(TASKS), "every model task needs a row in KINDS"
 

@@ -46,6 +46,7 @@ from engine.worker.messages import (
     RequestAccepted,
     RequestRejected,
     Reranked,
+    Synthesized,
     Transcribed,
     WorkerStarted,
 )
@@ -97,7 +98,7 @@ class Router:
                     elif isinstance(item, Finished):
                         shared.streams.pop(rid, None)
                         self._count(item)
-                    elif isinstance(item, Embedded | Reranked | Transcribed):
+                    elif isinstance(item, Embedded | Reranked | Transcribed | Synthesized):
                         shared.streams.pop(rid, None)
                 stream._deliver(items, on_loop)
             if per_stream and not shared.streams:

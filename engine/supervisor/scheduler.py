@@ -72,14 +72,23 @@ from engine.supervisor.states import (
     NoRoom,
 )
 from engine.supervisor.unloads import UnloadEvent, UnloadLog, UnloadReason
-from engine.worker.messages import Embedded, Reranked, Transcribe, Transcribed
+from engine.worker.messages import (
+    Embedded,
+    Reranked,
+    Synthesize,
+    Synthesized,
+    Transcribe,
+    Transcribed,
+)
 
 __all__ = ["LoadedModel", "NoRoom", "Scheduler", "SchedulerListener", "model_key"]
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
-_Answer = TypeVar("_Answer", Embedded, Reranked, Transcribed)  # what a one-shot request ends with
+_Answer = TypeVar(
+    "_Answer", Embedded, Reranked, Transcribed, Synthesized
+)  # what a one-shot request ends with
 _POLL_SECONDS = 0.1  # how often a waiting load looks again at the busy models
 
 SchedulerListener = Callable[[str | None, EngineStatus | None], None]
@@ -597,6 +606,16 @@ class Scheduler:
         where = device or self._settings.device
         return await self._on_worker(
             spec, device, lambda client: client.transcribe(lambda rid: command(rid, where))
+        )
+
+    async def synthesize(
+        self, spec: ModelSpec, command: Callable[[int, str], Synthesize], device: str | None = None
+    ) -> Synthesized:
+        """Speak one piece of text with the text-to-speech model ``spec`` in its own worker
+        (see :meth:`embed`); ``command`` builds the request for a request id and device."""
+        where = device or self._settings.device
+        return await self._on_worker(
+            spec, device, lambda client: client.synthesize(lambda rid: command(rid, where))
         )
 
     async def _on_worker(

@@ -214,6 +214,20 @@ class Transcribe:
 
 
 @dataclass(frozen=True)
+class Synthesize:
+    """Speak one piece of text with the text-to-speech model ``spec`` (loaded on first use
+    and kept, as embedding models are). The server cuts long input into pieces the model can
+    speak and sends them one at a time (streaming, cancellation between pieces, a bounded
+    pipe message). ``voice`` is a name the server checked."""
+
+    request_id: int
+    spec: ModelSpec
+    device: str
+    text: str
+    voice: str
+
+
+@dataclass(frozen=True)
 class Ping:
     """Answered with :class:`Pong` between engine steps.
 
@@ -224,7 +238,18 @@ class Ping:
     token: int
 
 
-Command = LoadModel | UnloadModel | Submit | Cancel | Shutdown | Embed | Rerank | Transcribe | Ping
+Command = (
+    LoadModel
+    | UnloadModel
+    | Submit
+    | Cancel
+    | Shutdown
+    | Embed
+    | Rerank
+    | Transcribe
+    | Synthesize
+    | Ping
+)
 
 # ---- events: worker -> server ------------------------------------------------------------
 
@@ -353,6 +378,16 @@ class Transcribed:
 
 
 @dataclass(frozen=True)
+class Synthesized:
+    """The answer to :class:`Synthesize`: mono float32 samples (native byte order) at
+    ``sample_rate``."""
+
+    request_id: int
+    samples: bytes
+    sample_rate: int
+
+
+@dataclass(frozen=True)
 class Pong:
     token: int
 
@@ -370,5 +405,6 @@ Event = (
     | Embedded
     | Reranked
     | Transcribed
+    | Synthesized
     | Pong
 )

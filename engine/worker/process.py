@@ -49,6 +49,7 @@ from engine.worker.messages import (
     Shutdown,
     Speculation,
     Submit,
+    Synthesize,
     Transcribe,
     UnloadModel,
     WorkerStarted,
@@ -56,6 +57,7 @@ from engine.worker.messages import (
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
 from engine.worker.speech import SpeechRefused, SpeechRunner
 from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
+from engine.worker.text_speech import SynthesisRefused, TextSpeechRunner
 from engine.worker.vision import image_token_counter
 
 logger = logging.getLogger(__name__)
@@ -113,6 +115,7 @@ class Worker:
         self._embeddings = EmbeddingRunner()
         self._reranker = RerankRunner()
         self._speech = SpeechRunner()
+        self._voice = TextSpeechRunner()
         # Embed and Rerank requests, oldest first, worked through a chunk at a time.
         self._encoder_jobs: collections.deque[EmbedJob | RerankJob] = collections.deque()
         # Fair shares while both run: chat steps get as much time as the last embedding
@@ -187,7 +190,7 @@ class Worker:
         rid = None
         if isinstance(command, Submit):
             rid = command.request.request_id
-        elif isinstance(command, Embed | Rerank | Transcribe):
+        elif isinstance(command, Embed | Rerank | Transcribe | Synthesize):
             rid = command.request_id
         if rid is not None:
             self._send([RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")])
@@ -242,8 +245,8 @@ class Worker:
             self._start_embed(command)
         elif isinstance(command, Rerank):
             self._start_rerank(command)
-        elif isinstance(command, Transcribe):
-            self._transcribe(command)
+        elif isinstance(command, Transcribe | Synthesize):
+            self._audio(command)
         elif isinstance(command, Ping):
             self._send([Pong(command.token)])
         elif isinstance(command, Shutdown):
@@ -292,6 +295,12 @@ class Worker:
         else:
             self._encoder_jobs.append(job)
 
+    def _audio(self, command: Transcribe | Synthesize) -> None:
+        if isinstance(command, Transcribe):
+            self._transcribe(command)
+        else:
+            self._synthesize(command)
+
     def _transcribe(self, command: Transcribe) -> None:
         """One window, run now: a recogniser has a worker of its own (no chat to share with),
         and the server sends the next window only after this one's answer."""
@@ -312,6 +321,28 @@ class Worker:
         except Exception as exc:
             logger.exception("transcribing with %s failed", command.spec.id)
             message = f"transcription failed: {short_error(exc)}"
+            self._send([RequestRejected(rid, "internal", message)])
+
+    def _synthesize(self, command: Synthesize) -> None:
+        """One piece of text, spoken now: a synthesiser has a worker of its own, and the
+        server sends the next piece only after this one's answer."""
+        rid = command.request_id
+        try:
+            self._send([self._voice.synthesize(command)])
+        except SynthesisRefused as exc:
+            self._send([RequestRejected(rid, "invalid_request", str(exc), exc.param)])
+        except ModelError as exc:  # its files failed their check: name the file, not GenAI
+            logger.warning("not loading %s: %s", command.spec.id, exc)
+            message = (
+                f"the model '{command.spec.id}' is damaged: {exc}; remove it (sidelight rm) "
+                "and download it again"
+            )
+            self._send([RequestRejected(rid, "model_damaged", message, "model")])
+        except PIPE_ERRORS:
+            raise
+        except Exception as exc:
+            logger.exception("speaking with %s failed", command.spec.id)
+            message = f"speech synthesis failed: {short_error(exc)}"
             self._send([RequestRejected(rid, "internal", message)])
 
     def _encoder_step(self) -> None:

@@ -24,6 +24,7 @@ from tests.waiting import wait_until
 TINY_EMBED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-embed"
 TINY_RERANK = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-rerank"
 TINY_WHISPER = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-whisper"
+TINY_SPEECHT5 = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-speecht5"
 
 
 def free_port() -> int:
@@ -222,4 +223,12 @@ def store_speech_model(home: Path, model_id: str = "tiny-whisper") -> str:
     models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
     models.mkdir(parents=True, exist_ok=True)
     store_ir_copy(models, model_id, TINY_WHISPER, task="transcription", reasoning=False)
+    return model_id
+
+
+def store_text_speech_model(home: Path, model_id: str = "tiny-speecht5") -> str:
+    """Put the tiny SpeechT5 into the store under ``home``, as a finished download would."""
+    models = load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir
+    models.mkdir(parents=True, exist_ok=True)
+    store_ir_copy(models, model_id, TINY_SPEECHT5, task="speech", reasoning=False)
     return model_id

@@ -9,6 +9,7 @@ kernel's OOM killer would; nothing is mocked.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -285,3 +286,16 @@ def _converter_processes() -> list[psutil.Process]:
         if str(CHILD_SCRIPT) in cmdline:
             found.append(proc)
     return found
+
+
+def test_a_speecht5_converts_as_text_to_audio_with_its_vocoder(tmp_path: Path) -> None:
+    from engine.store.convert import ConvertRequest, _task
+
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["SpeechT5ForTextToSpeech"], "model_type": "speecht5"})
+    )
+    task = _task(ConvertRequest(str(tmp_path)), None, None)
+    assert task == "text-to-audio"
+    argv = optimum_argv({"source": "m", "output": "/out", "task": task, "weights": "fp16"})
+    kwargs = argv[argv.index("--model-kwargs") + 1]
+    assert json.loads(kwargs) == {"vocoder": "microsoft/speecht5_hifigan"}

@@ -143,8 +143,8 @@ def capabilities(info: ModelInfo) -> list[str]:
     """Ollama's capability names, in Ollama's order, from the model's files."""
     if info.task == "embeddings":
         return ["embedding"]
-    if info.task in ("rerank", "transcription"):
-        return []  # Ollama has neither: the model serves /v1/rerank or /v1/audio only
+    if info.task in ("rerank", "transcription", "speech"):
+        return []  # Ollama has none of them: the model serves /v1/rerank or /v1/audio only
     names = ["completion"]
     if info.tools:
         names.append("tools")

@@ -31,6 +31,8 @@ from engine.worker.messages import (
     GenerationRequest,
     RequestAccepted,
     Reranked,
+    Synthesize,
+    Synthesized,
     TextDelta,
     Transcribe,
     Transcribed,
@@ -208,6 +210,14 @@ class Transcriber(Protocol):
     async def transcribe(
         self, spec: ModelSpec, command: Callable[[int, str], Transcribe], device: str | None = None
     ) -> Transcribed: ...
+
+
+class Synthesizer(Protocol):
+    """What the speech endpoint asks of the engine (the scheduler): one piece at a time."""
+
+    async def synthesize(
+        self, spec: ModelSpec, command: Callable[[int, str], Synthesize], device: str | None = None
+    ) -> Synthesized: ...
 
 
 def request_failed(

@@ -35,6 +35,7 @@ _ROUTES = {
     "embeddings": ("/v1/embeddings", "an embedding model"),
     "rerank": ("/v1/rerank", "a reranker"),
     "transcription": ("/v1/audio/transcriptions", "a speech recognition model"),
+    "speech": ("/v1/audio/speech", "a text-to-speech model"),
 }
 
 # How long a request waits for its model: Settings.load_wait_seconds (the engine's acquire).
@@ -196,6 +197,32 @@ class ModelResolver:
                 "(e.g. whisper) in the model store",
                 param="model",
                 code="model_not_transcription",
+            )
+        return spec
+
+    async def speech_model(self, name: str) -> ModelSpec:
+        """The text-to-speech model ``name`` (from the store, or seen this session).
+
+        Raises:
+            APIError: 404 for an unknown name, 400 when ``name`` is not a text-to-speech
+                model (a remote server's model included: speech is not asked of remotes).
+        """
+        if self.remote(name) is not None:
+            raise APIError(
+                400,
+                f"'{clip(name)}' is a model on a remote server: Sidelight does not ask remote "
+                "servers for speech yet",
+                param="model",
+                code="model_not_speech",
+            )
+        spec = await self._encoder(name, "speech")
+        if spec.task != "speech":
+            raise APIError(
+                400,
+                f"'{spec.id}' is not a text-to-speech model; speech needs one (e.g. speecht5) "
+                "in the model store",
+                param="model",
+                code="model_not_speech",
             )
         return spec
 
