@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,9 @@ from engine.worker.messages import (
     Speculation,
     Submit,
     Synthesize,
+    Synthesized,
     Transcribe,
+    Transcribed,
     UnloadModel,
     WorkerStarted,
 )
@@ -296,18 +299,20 @@ class Worker:
             self._encoder_jobs.append(job)
 
     def _audio(self, command: Transcribe | Synthesize) -> None:
+        """One window to transcribe or one piece of text to speak, run now: a recogniser or
+        a synthesiser has a worker of its own (no chat to share with), and the server sends
+        the next window or piece only after this one's answer."""
+        rid = command.request_id
+        run: Callable[[], Transcribed | Synthesized]
         if isinstance(command, Transcribe):
-            self._transcribe(command)
+            window = command
+            run, what = (lambda: self._speech.transcribe(window)), "transcription"
         else:
-            self._synthesize(command)
-
-    def _transcribe(self, command: Transcribe) -> None:
-        """One window, run now: a recogniser has a worker of its own (no chat to share with),
-        and the server sends the next window only after this one's answer."""
-        rid = command.request_id
+            piece = command
+            run, what = (lambda: self._voice.synthesize(piece)), "speech synthesis"
         try:
-            self._send([self._speech.transcribe(command)])
-        except SpeechRefused as exc:
+            self._send([run()])
+        except (SpeechRefused, SynthesisRefused) as exc:
             self._send([RequestRejected(rid, "invalid_request", str(exc), exc.param)])
         except ModelError as exc:  # its files failed their check: name the file, not GenAI
             logger.warning("not loading %s: %s", command.spec.id, exc)
@@ -319,30 +324,8 @@ class Worker:
         except PIPE_ERRORS:
             raise
         except Exception as exc:
-            logger.exception("transcribing with %s failed", command.spec.id)
-            message = f"transcription failed: {short_error(exc)}"
-            self._send([RequestRejected(rid, "internal", message)])
-
-    def _synthesize(self, command: Synthesize) -> None:
-        """One piece of text, spoken now: a synthesiser has a worker of its own, and the
-        server sends the next piece only after this one's answer."""
-        rid = command.request_id
-        try:
-            self._send([self._voice.synthesize(command)])
-        except SynthesisRefused as exc:
-            self._send([RequestRejected(rid, "invalid_request", str(exc), exc.param)])
-        except ModelError as exc:  # its files failed their check: name the file, not GenAI
-            logger.warning("not loading %s: %s", command.spec.id, exc)
-            message = (
-                f"the model '{command.spec.id}' is damaged: {exc}; remove it (sidelight rm) "
-                "and download it again"
-            )
-            self._send([RequestRejected(rid, "model_damaged", message, "model")])
-        except PIPE_ERRORS:
-            raise
-        except Exception as exc:
-            logger.exception("speaking with %s failed", command.spec.id)
-            message = f"speech synthesis failed: {short_error(exc)}"
+            logger.exception("%s with %s failed", what, command.spec.id)
+            message = f"{what} failed: {short_error(exc)}"
             self._send([RequestRejected(rid, "internal", message)])
 
     def _encoder_step(self) -> None:
