@@ -224,51 +224,66 @@ def _ir_spec(folder: Path, model_id: str) -> ModelSpec:
     )
 
 
+@dataclass(frozen=True)
+class _AudioLayout:
+    """An audio model's IR folder: its files, its one supported architecture, its task."""
+
+    what: str  # "speech model", "text-to-speech"
+    files: tuple[str, ...]
+    task: ModelTask
+    architecture: str
+    family: str  # what an unsupported one is called in the refusal
+    context_key: str  # the config's longest input
+
+
+_SPEECH = _AudioLayout(
+    "speech model",
+    SPEECH_IR_FILES,
+    "transcription",
+    "whisper",
+    "an encoder-decoder model",
+    "max_target_positions",
+)
+_TEXT_SPEECH = _AudioLayout(
+    "text-to-speech",
+    TEXT_SPEECH_IR_FILES,
+    "speech",
+    "speecht5",
+    "a text-to-speech model",
+    "max_text_positions",
+)
+
+
 def _speech_spec(folder: Path, model_id: str) -> ModelSpec:
     """A speech recogniser's IR folder: an encoder and a decoder, and a Whisper config."""
-    missing = [name for name in SPEECH_IR_FILES if not (folder / name).is_file()]
-    if missing:
-        raise ModelError(
-            f"{folder.name} is not an OpenVINO speech model folder (missing {', '.join(missing)})"
-        )
-    config = read_json(folder / "config.json")
-    if task_from_config(config) != "transcription":
-        kind = config.get("model_type") or "unknown"
-        raise ModelError(
-            f"{folder.name}: an encoder-decoder model of type '{kind}' is not supported "
-            "(supported: whisper)"
-        )
-    return ModelSpec(
-        id=model_id,
-        path=folder,
-        format="ir",
-        context_length=_first_int(config, "max_target_positions"),
-        architecture="whisper",
-        task="transcription",
-    )
+    return _audio_spec(folder, model_id, _SPEECH)
 
 
 def _text_speech_spec(folder: Path, model_id: str) -> ModelSpec:
     """A text-to-speech IR folder: encoder, decoder, postnet, vocoder, a SpeechT5 config."""
-    missing = [name for name in TEXT_SPEECH_IR_FILES if not (folder / name).is_file()]
+    return _audio_spec(folder, model_id, _TEXT_SPEECH)
+
+
+def _audio_spec(folder: Path, model_id: str, layout: _AudioLayout) -> ModelSpec:
+    missing = [name for name in layout.files if not (folder / name).is_file()]
     if missing:
         raise ModelError(
-            f"{folder.name} is not an OpenVINO text-to-speech folder (missing {', '.join(missing)})"
+            f"{folder.name} is not an OpenVINO {layout.what} folder (missing {', '.join(missing)})"
         )
     config = read_json(folder / "config.json")
-    if task_from_config(config) != "speech":
+    if task_from_config(config) != layout.task:
         kind = config.get("model_type") or "unknown"
         raise ModelError(
-            f"{folder.name}: a text-to-speech model of type '{kind}' is not supported "
-            "(supported: speecht5)"
+            f"{folder.name}: {layout.family} of type '{kind}' is not supported "
+            f"(supported: {layout.architecture})"
         )
     return ModelSpec(
         id=model_id,
         path=folder,
         format="ir",
-        context_length=_first_int(config, "max_text_positions"),
-        architecture="speecht5",
-        task="speech",
+        context_length=_first_int(config, layout.context_key),
+        architecture=layout.architecture,
+        task=layout.task,
     )
 
 
