@@ -463,14 +463,20 @@ class Controller(QObject):
             return
         # After a failed load, fall back to the last device that worked, not the failed one.
         current = self.active_device if self.status.state != ERROR else None
-        device = device or current or self.state.last_device or self.settings.device
+        fallback = current or self.state.last_device or self.settings.device
 
         def spec() -> ModelSpec:  # a pool thread
+            if not choice.is_demo:
+                try:  # a stored model comes with its own settings (context, device, sampling)
+                    return self.store.spec(choice.id)
+                except StoreError:
+                    pass  # not (or no longer) in the store: its files alone
             return spec_from_path(choice.path, model_id=choice.id)
 
         def load(spec: ModelSpec) -> None:
             self._load_started = time.monotonic()
-            self.runtime.default.load(spec, device)
+            # A device picked in the menu wins, then the model's own, then the current one.
+            self.runtime.default.load(spec, device or spec.prefs.device or fallback)
 
         def cannot_load(exc: Exception) -> None:
             if isinstance(exc, (ModelError, OSError)):  # else a bug: logged by the job
