@@ -116,7 +116,8 @@ def test_a_frozen_worker_is_stalled_in_health_and_metrics_until_it_answers(
                 interval=0.2,
             )
             body = frozen.json()
-            assert frozen.status_code == 503 and body["stalled_seconds"] > 1
+            # Stalled past 1 s; shown to a tenth, so 1.04 s reads 1.0.
+            assert frozen.status_code == 503 and body["stalled_seconds"] >= 1
             assert body["worker_pid"] == pid and body["restarts"] == 0
             assert [m["state"] for m in body["models"]] == ["stalled"]
             metrics = httpx.get(f"{proc.base_url}/metrics", timeout=5).text
