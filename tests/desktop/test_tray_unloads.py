@@ -29,8 +29,14 @@ CODER = "tiny-coder"
 
 
 def _menu_texts(menu: TrayMenu) -> dict[str, str]:
+    """Each entry's text by its data; a model unloaded twice (a retried load in
+    :func:`_start_stopped_load`) keeps its newest entry, which the menu lists first."""
     menu.aboutToShow.emit()  # what opening it does
-    return {str(a.data()): a.text() for a in menu.loaded_menu.actions() if a.data()}
+    texts: dict[str, str] = {}
+    for action in menu.loaded_menu.actions():
+        if action.data():
+            texts.setdefault(str(action.data()), action.text())
+    return texts
 
 
 def _start_stopped_load(engine: Scheduler) -> tuple[threading.Thread, int]:
