@@ -8,7 +8,9 @@ the chat template and, as a last resort, the element types named in ``openvino_m
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,24 @@ class ModelFacts:
 
 
 def folder_size(path: Path) -> int:
-    """Bytes on disk of a file or of every regular file under a folder (links not followed)."""
+    """Bytes on disk of a file or of every regular file under a folder (links not followed).
+
+    The folder may be changing while it is measured (a conversion's progress: its child
+    writes and removes temporary folders inside it): a file or folder that is gone by the
+    time it is read counts nothing, rather than failing the measurement and its caller.
+    """
     if path.is_file():
         return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    total = 0
+    for root, _dirs, files in os.walk(path, onerror=lambda _exc: None):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except OSError:  # removed meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
 
 
 def ir_facts(folder: Path) -> ModelFacts:

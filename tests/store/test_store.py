@@ -127,3 +127,29 @@ def test_cli_list_and_rm(sidelight_home: Path) -> None:
     assert removed.returncode == 0 and store.list() == []
     empty = sidelight(sidelight_home, "list")
     assert "no models yet" in empty.stdout
+
+
+def test_folder_size_counts_what_stays_and_tolerates_what_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversion's progress measures its staging folder while the child writes and
+    removes temporary files in it: one gone between its listing and its stat counts
+    nothing, never an error (it failed a whole conversion in CI)."""
+    import os
+
+    from engine.store import facts
+
+    (tmp_path / "a.bin").write_bytes(b"x" * 10)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.bin").write_bytes(b"y" * 5)
+    (tmp_path / "link").symlink_to(tmp_path / "a.bin")
+    assert facts.folder_size(tmp_path) == 15
+    real = os.lstat
+
+    def racing(path: str) -> os.stat_result:
+        if path.endswith("b.bin"):
+            raise FileNotFoundError(path)  # the child removed it just now
+        return real(path)
+
+    monkeypatch.setattr(facts.os, "lstat", racing)
+    assert facts.folder_size(tmp_path) == 10
