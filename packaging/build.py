@@ -34,10 +34,12 @@ DIST = ROOT / "dist"
 BUNDLE = DIST / "sidelight"
 WORK = ROOT / "build" / "pyinstaller"
 DOC = ROOT / "docs" / "packaging.md"
-# The bundle measured 427 MB on Linux x86-64 (OpenVINO 2026.4, PySide6 6.11). The budget
+# The bundle measured 427 MB on Linux x86-64 (OpenVINO 2026.4, PySide6 6.11), then 573 MB
+# once speech came (PyAV for the audio uploads: its FFmpeg libraries 85 MB, av 36 MB; its
+# video encoders, x265 alone 20 MB, are not needed and are the place to trim). The budget
 # leaves room for small growth; a jump past it means something large slipped in (torch, a
 # second Qt, a model).
-BUDGET_MB = 500
+BUDGET_MB = 600
 DOC_BEGIN = "<!-- sizes:begin (written by packaging/build.py --write-docs) -->"
 DOC_END = "<!-- sizes:end -->"
 MB = 1_000_000
