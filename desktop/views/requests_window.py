@@ -58,6 +58,7 @@ COLUMNS = (
     "Model",
     "Status",
     "Prompt",
+    "Cached",
     "Generated",
     "TTFT",
     "Tokens/s",
@@ -73,10 +74,11 @@ _WIDEST = {
     "Model": "qwen2.5-coder-7b",
     "Status": "404 client error",
     "Prompt": "99999",
+    "Cached": "99999",
     "TTFT": "999 ms",
     "Duration": "99.99 s",
 }
-_NUMERIC = frozenset({"Prompt", "Generated", "TTFT", "Tokens/s", "Duration"})
+_NUMERIC = frozenset({"Prompt", "Cached", "Generated", "TTFT", "Tokens/s", "Duration"})
 _ERROR_COLOUR = theme.colour("error")  # live: follows the light/dark theme
 _BODIES_OFF_TIP = (
     "Turn on “Keep request bodies” to copy requests as curl. Only requests made after "
@@ -98,6 +100,7 @@ def cells(entry: RequestEntry) -> tuple[str, ...]:
         entry.model or entry.requested_model or "",
         status,
         str(entry.prompt_tokens) if entry.prompt_tokens else "",
+        str(entry.cached_tokens) if entry.prompt_tokens else "",
         str(entry.generated_tokens) if entry.generated_tokens else "",
         _seconds(entry.ttft_seconds),
         f"{entry.tokens_per_second:.1f}" if entry.tokens_per_second else "",
@@ -111,6 +114,11 @@ def details(entry: RequestEntry) -> str:
     parts = [f"{entry.method or 'chat'} {entry.route}"]
     if entry.requested_model and entry.requested_model != entry.model:
         parts.append(f"asked for “{entry.requested_model}”")
+    if entry.cached_tokens:
+        share = entry.cached_tokens / entry.prompt_tokens if entry.prompt_tokens else 0.0
+        parts.append(
+            f"{entry.cached_tokens} of {entry.prompt_tokens} prompt tokens cached ({share:.0%})"
+        )
     if entry.queue_seconds is not None:
         parts.append(f"waited {_seconds(entry.queue_seconds)} for the engine")
     if entry.error:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -51,6 +52,7 @@ from engine.worker.messages import (
     TextDelta,
     TokenLogprob,
 )
+from engine.worker.prefix_ledger import PrefixLedger
 from engine.worker.prepare import PreparedRequest, RequestError, find_fim_tokens, prepare
 from engine.worker.textstream import IncrementalDetokenizer
 from engine.worker.vision import ImageTokens, to_tensor
@@ -90,6 +92,8 @@ class _Active:
     count_only: bool = False  # only counted: accepted and finished once its grammar is known
     probed: bool = True  # False while its grammar waits for the probe's verdict
     lazy_grammar: bool = False  # its grammar is optional (tool_choice auto): dropped if bad
+    cached_tokens: int = 0  # prompt tokens the prefix cache held when it joined the pipeline
+    generated_ids: list[int] | None = None  # its reply's ids, kept for the prefix ledger
 
     def on_step(self, count: int) -> None:
         """Count one engine step's ``count`` new tokens (speculation yields more than one)."""
@@ -157,6 +161,7 @@ class _Active:
             decode_steps=self.decode_steps,
             accepted_tokens=self.accepted_tokens,
             speculation=self.speculation,
+            cached_tokens=self.cached_tokens,
         )
 
 
@@ -444,6 +449,9 @@ class BatchedBackend(Backend):
         self._active: dict[int, _Active] = {}
         # Constrained requests not yet in the pipeline (one joins per step, see step()).
         self._waiting: collections.deque[_Active] = collections.deque()
+        # What the prefix cache holds, for each request's cached_tokens (None: not kept;
+        # set by the worker after the load).
+        self.ledger: PrefixLedger | None = None
 
     def submit(self, request: GenerationRequest) -> list[Event]:
         state = self._prepare(request)
@@ -476,6 +484,7 @@ class BatchedBackend(Backend):
         """Put ``state`` in the pipeline; its acceptance, or how it ended, as events."""
         rid = state.request_id
         prepared = state.prepared
+        self._look_up(state)
         try:
             if prepared.prompt_text is not None:  # a vision-language model: text and images
                 images = [to_tensor(image) for image in prepared.images]
@@ -495,6 +504,31 @@ class BatchedBackend(Backend):
         state.announced = True
         return [state.accepted]
 
+    def _look_up(self, state: _Active) -> None:
+        """Count the prompt tokens GenAI will find cached: it restores them in
+        ``add_request``, so this runs just before it (a VLM prompt's ids are GenAI's own:
+        0). The count goes out with the acceptance and the end."""
+        ledger = self.ledger
+        prepared = state.prepared
+        if ledger is None or prepared.prompt_text is not None:
+            return
+        state.cached_tokens = ledger.cached(prepared.prompt_ids)
+        state.accepted = dataclasses.replace(state.accepted, cached_tokens=state.cached_tokens)
+        state.generated_ids = []
+
+    def _remember(self, state: _Active, ended: bool) -> None:
+        """Tell the ledger what the pipeline computed for ``state``: its prompt once its
+        first token came; the prompt and reply once it ended (the last reply token is
+        sampled, never fed back, so its KV does not exist)."""
+        if self.ledger is None or state.generated_ids is None:
+            return
+        ids = state.prepared.prompt_ids
+        if ended and len(state.generated_ids) > 1:
+            ids = [*ids, *state.generated_ids[:-1]]
+        elif not state.generated_ids:
+            return  # nothing came: its prompt may not be computed yet
+        self.ledger.hold(ids)
+
     def cancel(self, request_id: int) -> list[Event]:
         held = self._cancel_held(request_id)
         if held is not None:
@@ -507,6 +541,7 @@ class BatchedBackend(Backend):
         if state is None:
             return []
         state.handle.cancel()
+        self._remember(state, ended=True)  # its computed blocks stay in the cache
         return _cancelled(state)
 
     def has_work(self) -> bool:
@@ -556,6 +591,7 @@ class BatchedBackend(Backend):
                 events.extend(state.ending(reason, text=state.detok.finish()))
             if state.detok.stop.matched and status == ov_genai.GenerationStatus.RUNNING:
                 state.handle.stop()
+            self._remember(state, ended=True)
             del self._active[rid]
         if events:
             emit(events)
@@ -607,6 +643,11 @@ class BatchedBackend(Backend):
                 ids = list(output.generated_ids)
                 if ids:
                     count += len(ids)
+                    if state.generated_ids is not None:
+                        first = not state.generated_ids
+                        state.generated_ids.extend(ids)
+                        if first:  # its whole prompt is computed now
+                            self._remember(state, ended=False)
                     state.on_tokens(len(ids))
                     logprobs = list(output.generated_log_probs) if state.want_logprobs else []
                     delta = state.delta(ids, logprobs)

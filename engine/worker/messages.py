@@ -298,6 +298,9 @@ class RequestAccepted:
     prompt_tokens: int
     max_tokens: int
     opens_reasoning: bool = False  # the template's prompt ends inside a <think> block
+    # Prompt tokens found in the prefix cache when the request joined the pipeline
+    # (engine.worker.prefix_ledger says what the number means; 0 without prefix caching).
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -346,6 +349,7 @@ class Finished:
     decode_steps: int = 0
     accepted_tokens: int = 0
     speculation: Speculation = "off"
+    cached_tokens: int = 0  # of ``prompt_tokens``, found in the prefix cache (see RequestAccepted)
 
 
 @dataclass(frozen=True)

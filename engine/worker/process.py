@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from engine.context_fit import GIB
 from engine.ir_check import IRError, check_ir
 from engine.models import ModelError, verify_files
 from engine.worker.backends import Backend, BatchedBackend, SerialBackend
@@ -57,6 +58,7 @@ from engine.worker.messages import (
     UnloadModel,
     WorkerStarted,
 )
+from engine.worker.prefix_ledger import PrefixLedger, block_size_for, capacity_blocks
 from engine.worker.rerank import RerankJob, RerankRefused, RerankRunner
 from engine.worker.speech import SpeechRefused, SpeechRunner
 from engine.worker.stop_tokens import ModelFormat, declared_eos_ids
@@ -501,6 +503,7 @@ def _build_backend(command: LoadModel) -> Backend:
             str(spec.path), scheduler, command.device, properties
         )
     batched = BatchedBackend(pipe, plan.context_length)
+    batched.ledger = _prefix_ledger(command, plan.cache_size_gb, properties)
     batched.prompt_limit = plan.prompt_limit
     batched.speculation = speculation
     batched.speculative_tokens = command.speculative_tokens
@@ -511,6 +514,20 @@ def _build_backend(command: LoadModel) -> Backend:
         f" ({command.speculative_tokens} tokens per step)" if speculation != "off" else "",
     )
     return batched
+
+
+def _prefix_ledger(
+    command: LoadModel, cache_size_gb: int, properties: dict[str, Any]
+) -> PrefixLedger:
+    """The ledger behind each request's ``cached_tokens`` (see engine.worker.prefix_ledger):
+    GenAI's block size on this device and the pool's capacity in blocks."""
+    block_size = block_size_for(command.device)
+    precision = properties.get("KV_CACHE_PRECISION")
+    capacity = capacity_blocks(
+        cache_size_gb * GIB, command.spec.kv_dims, block_size, str(precision or "")
+    )
+    logger.info("prefix cache: blocks of %d tokens, about %s blocks", block_size, capacity)
+    return PrefixLedger(block_size, capacity)
 
 
 def _model_format(value: str) -> ModelFormat:

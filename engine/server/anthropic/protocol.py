@@ -303,12 +303,16 @@ def tool_use_id(call_id: str) -> str:
     return "toolu_" + call_id.removeprefix("call_")
 
 
-def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    # No prompt cache here: what Claude Code adds up as cached tokens is 0.
+def usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, int]:
+    """Anthropic's usage for a prompt of ``prompt_tokens``, ``cached_tokens`` of them found in
+    the prefix cache. Anthropic counts the cache apart: ``input_tokens`` is the rest, and the
+    prompt is the sum (what Claude Code adds up as the context). Nothing is billed for
+    writing the cache here, so ``cache_creation_input_tokens`` stays 0."""
+    cached = min(max(cached_tokens, 0), prompt_tokens)
     return {
-        "input_tokens": input_tokens,
+        "input_tokens": prompt_tokens - cached,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_read_input_tokens": cached,
         "output_tokens": output_tokens,
     }
 

@@ -78,7 +78,8 @@ def whole_message(
         content.append(protocol.text_block(reply.content))
     content.extend(protocol.tool_use_block(c.id, c.name, tool_input(c)) for c in reply.calls)
     reason, sequence = stop_reason(reply.done, max_tokens, bool(reply.calls))
-    usage = protocol.usage(reply.done.usage.prompt_tokens, reply.done.usage.completion_tokens)
+    done = reply.done.usage
+    usage = protocol.usage(done.prompt_tokens, done.completion_tokens, done.cached_tokens)
     return protocol.message(mid, reply.started.model, content, reason, sequence, usage)
 
 
@@ -98,7 +99,7 @@ async def stream_events(
 ) -> AsyncIterator[str]:
     """Anthropic's event stream for a started generation; cancels it if left early."""
     started = generation.started
-    usage = protocol.usage(started.prompt_tokens, 0)
+    usage = protocol.usage(started.prompt_tokens, 0, started.cached_tokens)
     start = protocol.message(mid, started.model, [], None, None, usage)
     yield protocol.event("message_start", {"type": "message_start", "message": start})
     yield _PING
@@ -110,7 +111,7 @@ async def stream_events(
             elif isinstance(item, Done):
                 for chunk in blocks.close():
                     yield chunk
-                for chunk in _finish(item, max_tokens, blocks.called, started.prompt_tokens):
+                for chunk in _finish(item, max_tokens, blocks.called, started):
                     yield chunk
                 return
             else:
@@ -123,18 +124,27 @@ async def stream_events(
 
 
 _PING = protocol.event("ping", {"type": "ping"})
+_DELTA_USAGE = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
 
 
-def _finish(done: Done, max_tokens: int | None, called: bool, prompt_tokens: int) -> list[str]:
+def _finish(done: Done, max_tokens: int | None, called: bool, started: Started) -> list[str]:
     reason, sequence = stop_reason(done, max_tokens, called)
+    # Done's count is the final one (a remote model's prompt is counted only there).
+    # Anthropic's message_delta carries the cumulative usage, cache fields included.
+    if done.usage.prompt_tokens:
+        prompt, cached = done.usage.prompt_tokens, done.usage.cached_tokens
+    else:
+        prompt, cached = started.prompt_tokens, started.cached_tokens
+    usage = protocol.usage(prompt, done.usage.completion_tokens, cached)
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": reason, "stop_sequence": sequence},
-        # Done's count is the final one (a remote model's prompt is counted only there).
-        "usage": {
-            "input_tokens": done.usage.prompt_tokens or prompt_tokens,
-            "output_tokens": done.usage.completion_tokens,
-        },
+        "usage": {key: usage[key] for key in _DELTA_USAGE},
     }
     return [
         protocol.event("message_delta", delta),

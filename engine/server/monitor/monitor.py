@@ -179,11 +179,12 @@ class GenerationTracker:
         self._queued = True
         self._monitor.metrics.queued.inc()
 
-    def accepted(self, prompt_tokens: int) -> None:
+    def accepted(self, prompt_tokens: int, cached_tokens: int = 0) -> None:
         self._unqueue()
         if self._submitted is not None:
             self.request.queue_seconds = time.monotonic() - self._submitted
         self.request.prompt_tokens = prompt_tokens
+        self.request.cached_tokens = cached_tokens
 
     def generated(self, tokens: int) -> None:
         """Tokens generated so far (a running request shows them; a cancelled one keeps
@@ -195,6 +196,7 @@ class GenerationTracker:
             return
         request = self.request
         request.prompt_tokens = done.usage.prompt_tokens
+        request.cached_tokens = done.usage.cached_tokens
         request.generated_tokens = done.usage.completion_tokens
         request.ttft_seconds = done.timings.ttft_seconds
         request.tokens_per_second = done.tokens_per_second

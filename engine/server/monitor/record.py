@@ -66,6 +66,7 @@ class RequestEntry:
     error: str | None
     body: str | None = None
     replay: Replay | None = None
+    cached_tokens: int = 0  # of prompt_tokens, found in the prefix cache
 
     @property
     def running(self) -> bool:
@@ -86,6 +87,7 @@ class RequestEntry:
             "status": self.status,
             "outcome": self.outcome,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "generated_tokens": self.generated_tokens,
             "ttft_seconds": _round(self.ttft_seconds),
             "tokens_per_second": _round(self.tokens_per_second, 2),
@@ -128,6 +130,7 @@ class OpenRequest:
         self.requested_model: str | None = None
         self.model: str | None = None
         self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.generated_tokens = 0
         self.ttft_seconds: float | None = None
         self.tokens_per_second: float | None = None
@@ -165,6 +168,7 @@ class OpenRequest:
             error=self.error,
             body=body,
             replay=self.replay,
+            cached_tokens=self.cached_tokens,
         )
 
     def outcome(self, status: int) -> Outcome:

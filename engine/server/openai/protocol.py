@@ -347,11 +347,14 @@ def now() -> int:
     return int(time.time())
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's usage; ``prompt_tokens_details.cached_tokens``: of the prompt, found in the
+    prefix cache (engine.worker.prefix_ledger)."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
 
 
@@ -476,6 +479,7 @@ def timings(done: Done) -> dict[str, Any]:
     ttft, tps = done.timings.ttft_seconds, done.tokens_per_second
     body: dict[str, Any] = {
         "prompt_n": done.usage.prompt_tokens,
+        "cache_n": done.usage.cached_tokens,
         "predicted_n": done.usage.completion_tokens,
         "ttft_ms": round(ttft * 1000, 1) if ttft else None,
         "predicted_per_second": round(tps, 2) if tps else None,

@@ -98,7 +98,9 @@ def _answer(reply: Reply, rid: str, created: int, logprobs: bool) -> dict[str, A
         reply.started.model,
         protocol.chat_message(content, calls, reply.reasoning),
         done.finish_reason,
-        protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+        protocol.usage(
+            done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cached_tokens
+        ),
         protocol.chat_logprobs(reply.logprobs) if logprobs else None,
     )
     answer["timings"] = protocol.timings(done)
@@ -163,7 +165,9 @@ async def _stream(
 
 
 def _usage_chunk(done: Done, rid: str, created: int, model: str) -> str:
-    usage = protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens)
+    usage = protocol.usage(
+        done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cached_tokens
+    )
     final = protocol.chat_chunk(rid, created, model, None, None, usage, True)
     final["timings"] = protocol.timings(done)
     return sse(final)

@@ -48,7 +48,9 @@ class CompletionServing:
             reply.started.model,
             echo + reply.content,
             done.finish_reason,
-            protocol.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+            protocol.usage(
+                done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cached_tokens
+            ),
             logprobs=protocol.completion_logprobs(reply.logprobs, len(echo))
             if generate.logprobs
             else None,
@@ -109,7 +111,11 @@ async def _stream(
             elif isinstance(event, Done):
                 yield chunk("", event.finish_reason)
                 if body.include_usage:
-                    usage = protocol.usage(event.usage.prompt_tokens, event.usage.completion_tokens)
+                    usage = protocol.usage(
+                        event.usage.prompt_tokens,
+                        event.usage.completion_tokens,
+                        event.usage.cached_tokens,
+                    )
                     final = protocol.text_completion(
                         rid, created, model, None, None, usage, chunk=True
                     )

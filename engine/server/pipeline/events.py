@@ -34,6 +34,7 @@ class Started:
 
     model: str
     prompt_tokens: int
+    cached_tokens: int = 0  # of prompt_tokens, found in the prefix cache (0: none, or remote)
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,12 @@ class Logprobs:
 
 @dataclass(frozen=True)
 class Usage:
+    """What a reply cost. ``cached_tokens`` of the ``prompt_tokens`` came from the prefix
+    cache (the worker's count, engine.worker.prefix_ledger; 0 for a remote model)."""
+
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)

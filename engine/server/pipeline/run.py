@@ -171,11 +171,15 @@ class Pipeline:
         except BaseException:  # cancelled while waiting (the client went away)
             stream.cancel()
             raise
-        tracker.accepted(accepted.prompt_tokens)
+        tracker.accepted(accepted.prompt_tokens, accepted.cached_tokens)
         logger.debug(
-            "%s request on %s: %d prompt tokens", request.dialect, spec.id, accepted.prompt_tokens
+            "%s request on %s: %d prompt tokens (%d cached)",
+            request.dialect,
+            spec.id,
+            accepted.prompt_tokens,
+            accepted.cached_tokens,
         )
-        started = Started(spec.id, accepted.prompt_tokens)
+        started = Started(spec.id, accepted.prompt_tokens, accepted.cached_tokens)
         return Generation(
             stream, started, plan, accepted.opens_reasoning, request.logprobs, tracker
         )
@@ -446,7 +450,7 @@ def _items(logprobs: tuple[TokenLogprob, ...]) -> tuple[tuple[str, float], ...]:
 def _done(event: Finished, reason: FinishReason) -> Done:
     return Done(
         reason,
-        Usage(event.prompt_tokens, event.completion_tokens),
+        Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens),
         Timings(
             event.ttft_seconds,
             event.decode_seconds,

@@ -73,10 +73,11 @@ def reasoning_item(item_id: str, text: str | None, *, as_summary: bool) -> dict[
     return item
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """``input_tokens_details.cached_tokens``: of the input, found in the prefix cache."""
     return {
         "input_tokens": prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
         "output_tokens": completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt_tokens + completion_tokens,

@@ -279,7 +279,9 @@ class ResponseRenderer:
         self.response.update(
             status=status,
             output=list(self._output),
-            usage=objects.usage(done.usage.prompt_tokens, done.usage.completion_tokens),
+            usage=objects.usage(
+                done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cached_tokens
+            ),
         )
         if status == "incomplete":
             self.response["incomplete_details"] = {"reason": "max_output_tokens"}
