@@ -169,7 +169,13 @@ async def test_text_stream_is_anthropics_exact_sequence(
     assert events[6][1] == {
         "type": "message_delta",
         "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 3},
+        # Anthropic's cumulative usage: the cache fields too (nothing cached here).
+        "usage": {
+            "input_tokens": PROMPT_TOKENS,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 3,
+        },
     }
     assert pipeline.generations[0].cancelled  # leaving the stream releases the generation
 

@@ -88,7 +88,12 @@ def test_openai_chat_streams_reasoning_calls_and_logprobs(
     assert chunks[1]["choices"][0]["logprobs"]["content"][0]["token"] == "<think>Hm.</think>"
     finish, usage = chunks[-2], chunks[-1]
     assert finish["choices"][0]["finish_reason"] == "tool_calls"
-    assert usage["usage"] == {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
+    assert usage["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 2,
+        "total_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 0},  # the fake engine caches nothing
+    }
     assert usage["timings"]["predicted_n"] == 2
 
 

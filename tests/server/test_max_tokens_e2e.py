@@ -153,7 +153,10 @@ def test_anthropic_max_tokens_past_the_context_stops_at_the_window(
     result = response.json()
     # Anthropic's own reason for a reply that filled the context before max_tokens.
     assert result["stop_reason"] == "model_context_window_exceeded"
-    assert result["usage"]["input_tokens"] + result["usage"]["output_tokens"] == context
+    usage = result["usage"]  # the prompt is input_tokens and the cache reads together
+    assert (
+        usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["output_tokens"] == context
+    )
 
 
 def test_ollama_num_predict_past_the_context_is_done_at_length(
