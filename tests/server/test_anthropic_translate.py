@@ -208,9 +208,41 @@ def test_system_turns_join_the_leading_system_message() -> None:
             {"role": "system", "content": "Still shown.", "clear_at": "next_user_message"},
         ],
     )
+    # A turn cleared at the next user message stays where it is, as a note in a user turn:
+    # in the head it would change the prompt's first tokens now and again once it goes.
     assert request.messages == [
-        {"role": "system", "content": "Top.\n\n# Environment\n\nStill shown."},
-        {"role": "user", "content": "<reminder>\n\nHello\n\nAgain"},  # consecutive turns merge
+        {"role": "system", "content": "Top.\n\n# Environment"},
+        {
+            "role": "user",  # consecutive turns merge
+            "content": "<reminder>\n\nHello\n\nAgain\n\n"
+            "<system-reminder>\nStill shown.\n</system-reminder>",
+        },
+    ]
+
+
+def test_system_turns_after_the_first_reply_stay_in_place() -> None:
+    """Joined to the head, each new mid-conversation system turn would change the prompt's
+    first tokens, and the prefix cache would serve none of the conversation."""
+    request = translate(
+        system="Top.",
+        messages=[
+            {"role": "user", "content": "Hello"},
+            {"role": "system", "content": "# Environment"},
+            {"role": "assistant", "content": "Hi!"},
+            {"role": "system", "content": "<system-reminder>\nPlan mode.\n</system-reminder>"},
+            {"role": "system", "content": "Files changed."},
+            {"role": "user", "content": "Go on"},
+        ],
+    )
+    assert request.messages == [
+        {"role": "system", "content": "Top.\n\n# Environment"},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi!"},
+        {
+            "role": "user",
+            "content": "<system-reminder>\nPlan mode.\n</system-reminder>\n\n"
+            "<system-reminder>\nFiles changed.\n</system-reminder>\n\nGo on",
+        },
     ]
 
 

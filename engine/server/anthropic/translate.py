@@ -2,10 +2,15 @@
 
 Anthropic's conversation becomes the OpenAI-shaped messages chat templates read:
 
-- ``system`` (a string or text blocks) and the text of ``system`` turns inside
-  ``messages`` (a beta Claude Code uses) become one leading system message: many chat
-  templates (Qwen3, Llama 3, Gemma) accept a system message only first. A turn with
-  ``clear_at: next_user_message`` is left out once a later user turn exists.
+- ``system`` (a string or text blocks) and the text of the ``system`` turns inside
+  ``messages`` (a beta Claude Code uses) that come before the first assistant turn become
+  one leading system message: many chat templates (Qwen3, Llama 3, Gemma) accept a system
+  message only first. A later ``system`` turn, or one cleared at the next user message,
+  stays where it is, as ``<system-reminder>`` text of a user turn (Claude Code's own form
+  for notes in a user turn): joined to the head, each new one would change the prompt's
+  first tokens, and the engine's prefix cache would recompute the whole conversation on
+  that turn (and again when a cleared one goes). A turn with ``clear_at:
+  next_user_message`` is left out once a later user turn exists.
 - ``tool_result`` blocks become ``tool`` messages (before the rest of their user turn);
   ``tool_use`` blocks become the assistant turn's ``tool_calls`` (arguments as objects, as
   the templates print them); ``thinking`` becomes its ``reasoning_content``.
@@ -141,11 +146,15 @@ class _Conversation:
             "\n".join(b.text for b in system if not b.text.startswith(_BILLING_HEADER))
         )
         last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        first_reply = next(
+            (i for i, m in enumerate(messages) if m.role == "assistant"), len(messages)
+        )
         for i, message in enumerate(messages):
             where = f"messages.{i}"
             if message.role == "system":
                 cleared = message.clear_at == "next_user_message" and i < last_user
-                self._system_turn(message, where, cleared)
+                in_head = i < first_reply and message.clear_at != "next_user_message"
+                self._system_turn(message, where, cleared, in_head)
             elif message.role == "user":
                 self._user_turn(message, where)
             else:
@@ -160,7 +169,9 @@ class _Conversation:
         head = [{"role": "system", "content": system_text}] if system_text else []
         return head + self._turns
 
-    def _system_turn(self, message: protocol.Message, where: str, cleared: bool) -> None:
+    def _system_turn(
+        self, message: protocol.Message, where: str, cleared: bool, in_head: bool
+    ) -> None:
         texts = []
         for j, block in enumerate(message.content):
             at = f"{where}.content.{j}"
@@ -170,8 +181,13 @@ class _Conversation:
                 self._tool_change(block, at)
             else:
                 raise _unusable(block, at, "system")
-        if not cleared:
-            self._system.append("\n".join(texts))
+        text = "\n".join(texts)
+        if cleared or not text:
+            return
+        if in_head:
+            self._system.append(text)
+        else:  # in place: the turns before it, and so the prompt's head, stay as they were
+            self._add("user", {"content": _reminder(text)})
 
     def _tool_change(self, block: protocol.ToolChangeBlock, at: str) -> None:
         target = block.tool
@@ -273,6 +289,13 @@ class _Conversation:
         if fields.get("reasoning_content"):
             joined = [last.get("reasoning_content", ""), fields["reasoning_content"]]
             last["reasoning_content"] = "\n".join(text for text in joined if text)
+
+
+def _reminder(text: str) -> str:
+    """A system turn's text as a note inside a user turn (already one: unchanged)."""
+    if text.lstrip().startswith("<system-reminder>"):
+        return text
+    return f"<system-reminder>\n{text}\n</system-reminder>"
 
 
 def _user_fields(texts: list[str], pictures: list[int]) -> dict[str, Any]:
