@@ -24,6 +24,8 @@ import pytest
 
 from engine.server.anthropic import protocol, translate
 from engine.server.pipeline.plan import template_messages
+from engine.server.responses import protocol as responses
+from engine.server.responses import translate as responses_translate
 from engine.worker.messages import GenerationRequest
 from engine.worker.prepare import prepare
 
@@ -127,3 +129,22 @@ def test_system_turns_before_the_first_reply_still_open_the_prompt(
     has it too."""
     text = tokenizer.decode(prompt_ids(turns[2], tokenizer))
     assert text.index("# Environment") < text.index("Hello")
+
+
+def test_codex_ids_and_metadata_do_not_reach_the_prompt() -> None:
+    """Codex (``codex.json``, 0.171.0) gives every input item an ``id`` and every request a
+    fresh ``prompt_cache_key`` and ``client_metadata`` (turn ids, a start time); none of it
+    may reach the template."""
+    capture = ROOT / "tests" / "fixtures" / "plugin_requests" / "codex.json"
+    for recorded in json.loads(capture.read_text(encoding="utf-8"))["requests"]:
+        body = json.loads(recorded["body"])
+        again = copy.deepcopy(body)
+        for number, item in enumerate(again["input"]):
+            if "id" in item:
+                item["id"] = f"msg_other-{number}"
+        again["prompt_cache_key"] = "another-key"
+        again["client_metadata"] = {"turn_id": "another-turn", "turn_started_at_unix_ms": "1"}
+        first = responses_translate.translate(responses.ResponsesRequest.model_validate(body))
+        second = responses_translate.translate(responses.ResponsesRequest.model_validate(again))
+        assert first.request.messages == second.request.messages
+        assert first.request.tools == second.request.tools
