@@ -52,7 +52,7 @@ from engine.worker.messages import (
     TextDelta,
     TokenLogprob,
 )
-from engine.worker.prefix_ledger import PrefixLedger
+from engine.worker.prefix_ledger import Found, PrefixLedger
 from engine.worker.prepare import PreparedRequest, RequestError, find_fim_tokens, prepare
 from engine.worker.textstream import IncrementalDetokenizer
 from engine.worker.vision import ImageTokens, to_tensor
@@ -94,6 +94,7 @@ class _Active:
     lazy_grammar: bool = False  # its grammar is optional (tool_choice auto): dropped if bad
     cached_tokens: int = 0  # prompt tokens the prefix cache held when it joined the pipeline
     generated_ids: list[int] | None = None  # its reply's ids, kept for the prefix ledger
+    found: Found | None = None  # what the prefix ledger found for it
 
     def on_step(self, count: int) -> None:
         """Count one engine step's ``count`` new tokens (speculation yields more than one)."""
@@ -512,22 +513,28 @@ class BatchedBackend(Backend):
         prepared = state.prepared
         if ledger is None or prepared.prompt_text is not None:
             return
-        state.cached_tokens = ledger.cached(prepared.prompt_ids)
+        state.found = ledger.cached(prepared.prompt_ids)
+        state.cached_tokens = state.found.tokens
         state.accepted = dataclasses.replace(state.accepted, cached_tokens=state.cached_tokens)
         state.generated_ids = []
 
     def _remember(self, state: _Active, ended: bool) -> None:
-        """Tell the ledger what the pipeline computed for ``state``: its prompt once its
-        first token came; the prompt and reply once it ended (the last reply token is
-        sampled, never fed back, so its KV does not exist)."""
+        """Tell the ledger what the pipeline holds for ``state``: its prompt once its first
+        token came; once it ended, the prompt and the reply as GenAI keys them."""
         if self.ledger is None or state.generated_ids is None:
             return
-        ids = state.prepared.prompt_ids
-        if ended and len(state.generated_ids) > 1:
-            ids = [*ids, *state.generated_ids[:-1]]
-        elif not state.generated_ids:
+        if not state.generated_ids:
             return  # nothing came: its prompt may not be computed yet
-        self.ledger.hold(ids)
+        prompt = state.prepared.prompt_ids
+        if not ended:
+            self.ledger.hold(prompt)
+            return
+        # GenAI keys a sequence's blocks one token a decoding step, the last token's
+        # (sampled, never fed back) not included: with speculation, the accepted guesses
+        # beyond the first of a step are never found again (engine.worker.prefix_ledger).
+        fed = max(state.decode_steps - 1, 0)
+        ids = [*prompt, *state.generated_ids[:fed]]
+        self.ledger.hold(ids, ended=True, prompt_tokens=len(prompt), found=state.found)
 
     def cancel(self, request_id: int) -> list[Event]:
         held = self._cancel_held(request_id)

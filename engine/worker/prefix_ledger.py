@@ -12,24 +12,34 @@ computes the number from what it gave the pipeline, under GenAI's own rules
   same token for token; the search stops at the first block not found.
 - Whole blocks along a sequence keep their hash after it ends; they stay cached until the pool
   runs out of never-used blocks, then the least recently used free block is overwritten.
+- A sequence that ended also leaves its last, partly filled block, found by a prompt that
+  holds the same tokens up to where that sequence ended (a second turn that repeats the
+  first turn's prompt and reply). The request that reuses it keys that block anew once it
+  decodes in it or grows past it (see :meth:`PrefixLedger.hold`).
 - A prompt found whole still has its last token computed (GenAI needs its logits), so at
   most ``len(prompt) - 1`` tokens are reused.
+- A sequence's blocks are keyed one token a decoding step: without speculation that is its
+  prompt and reply but the last token (sampled, never fed back); with speculative decoding
+  (prompt lookup, a draft model) the guesses a step accepts beyond one are computed but
+  never found again by a later prompt (measured on GenAI 2026.4).
 
-What the number means: the tokens at the head of this prompt that are, token for token, whole
-KV blocks of a sequence this pipeline computed since it loaded (a prompt once its first token
-came, a prompt and its reply once it ended), and that the ledger's model of the pool has not
-overwritten. Its limits, each making it differ from GenAI's own count:
+What the number means: the tokens at the head of this prompt that are, token for token, KV
+blocks of sequences this pipeline computed since it loaded (a prompt's whole blocks once its
+first token came; a prompt and its reply, last partial block included, once it ended), and
+that the ledger's model of the pool has not overwritten. Measured against GenAI itself
+(tests/engine/test_prefix_ledger.py counts the prompt tokens GenAI computes, one per step),
+it is GenAI's own number in the cases tested (with prompt lookup, a few prompts in a
+hundred are counted up to one step's guesses short). Its limits, each making it differ:
 
-- Lower: GenAI may also reuse part of one more block (the last, partly filled block of an
-  earlier reply), and blocks of a request still prefilling beside this one; neither is
-  counted, so a turn can reuse up to ``block_size - 1`` tokens more than reported.
-- Higher, only under memory pressure: the pool model evicts whole blocks least recently used
+- Lower: blocks of a request still running beside this one (its prompt's last partial
+  block, its reply so far) are not counted until it ends.
+- Higher, only under memory pressure: the pool model evicts blocks least recently used
   first, with a capacity from the KV bytes per token at f16 (the larger of the CPU's
-  precisions, so the model evicts no later than a u8 pool would) counting whole blocks
-  only (partly filled blocks take room too); GenAI prefers blocks
-  of requests that ended, so with a full pool and many requests in flight it may have
-  overwritten a block the ledger still holds. Without the model's dimensions there is no
-  capacity and nothing is evicted.
+  precisions, so the model evicts no later than a u8 pool would); but running requests'
+  blocks take room the ledger does not see, and GenAI overwrites only blocks no request
+  holds, so with a full pool and many requests in flight it may have overwritten a block
+  the ledger still holds. Without the model's dimensions there is no capacity and nothing
+  is evicted.
 - Vision-language prompts are tokenized by GenAI with their images: the worker never sees
   their ids, and reports 0 for them (see :class:`engine.worker.backends.BatchedBackend`).
 
@@ -42,6 +52,7 @@ import collections
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from engine.context_fit import KVDims, kv_bytes_per_token
 
@@ -74,9 +85,10 @@ def capacity_blocks(
 class PrefixLedger:
     """The KV blocks GenAI's prefix cache holds, as far as the worker can know them.
 
-    Blocks are keyed like GenAI's: a chained hash of every token up to the block's end.
-    ``_blocks`` is in least-recently-used order (a lookup that reuses a block refreshes it,
-    as GenAI stamps restored blocks).
+    Blocks are keyed like GenAI's: a chained hash of every token up to the block's end, so
+    a key stands for its whole prefix. A sequence that ended also leaves its last, partly
+    filled block, keyed at the length it ended at. ``_blocks`` is in least-recently-used
+    order (a lookup that reuses a block refreshes it, as GenAI stamps restored blocks).
     """
 
     def __init__(self, block_size: int, capacity: int | None) -> None:
@@ -99,26 +111,91 @@ class PrefixLedger:
             keys.append(key)
         return keys
 
-    def cached(self, prompt_ids: Sequence[int]) -> int:
+    @staticmethod
+    def _tail_key(before: int, tail: Sequence[int]) -> int:
+        """The key of a partly filled block holding ``tail`` after the block keyed ``before``."""
+        return hash(("tail", before, tuple(tail)))
+
+    def cached(self, prompt_ids: Sequence[int]) -> Found:
         """The tokens of ``prompt_ids`` GenAI reuses when the prompt is added now (see the
-        module docstring for what the number means); refreshes the blocks it reuses."""
+        module docstring for what the number means); refreshes the blocks it reuses.
+
+        GenAI's search (``get_full_prefix_restore_plan``): whole blocks from the start while
+        found; then, in the first block not found (or the prompt's own last, partial one),
+        its content up to the prompt's end, then the shortest partial content found.
+        """
         found = 0
+        before = 0
         for key in self._keys(prompt_ids):
             if key not in self._blocks:
                 break
             self._blocks.move_to_end(key)
+            before = key
             found += 1
-        tokens = found * self.block_size
-        return min(tokens, max(len(prompt_ids) - 1, 0))
+        start = found * self.block_size
+        room = min(self.block_size, len(prompt_ids) - start)
+        tokens = start
+        taken: int | None = None
+        lengths = list(range(1, room))
+        if 0 < room < self.block_size:  # the prompt ends inside this block: that first
+            lengths.insert(0, room)
+        for length in lengths:
+            key = self._tail_key(before, prompt_ids[start : start + length])
+            if key in self._blocks:
+                self._blocks.move_to_end(key)
+                tokens, taken = start + length, key
+                break
+        # A prompt found whole still has its last token computed.
+        return Found(min(tokens, max(len(prompt_ids) - 1, 0)), taken, start + self.block_size)
 
-    def hold(self, ids: Sequence[int]) -> None:
-        """Record that the pipeline computed the KV of ``ids`` (a prompt, or a prompt and
-        the reply tokens fed back); evicts the least recently used blocks beyond capacity."""
-        for key in self._keys(ids):
+    def hold(
+        self,
+        ids: Sequence[int],
+        *,
+        ended: bool = False,
+        prompt_tokens: int | None = None,
+        found: Found | None = None,
+    ) -> None:
+        """Record that the pipeline computed the KV of ``ids``: a prompt once its first token
+        came; with ``ended``, the prompt (``prompt_tokens`` long) and every reply token fed
+        back, its last, partly filled block included. A running sequence's last block is not
+        recorded: GenAI keys it anew as it grows. Evicts the least recently used blocks
+        beyond capacity.
+
+        ``found`` is what :meth:`cached` said when the request joined. A request that took
+        over an ended sequence's partial block keys it anew only if it decoded in it (two
+        reply tokens or more) or grew past it; otherwise (one reply token, a prompt ending
+        in that block) the block keeps its old key, and this request's own end is not one.
+        """
+        keys = self._keys(ids)
+        for key in keys:
             if key in self._blocks:
                 self._blocks.move_to_end(key)
             else:
                 self._blocks[key] = None
+        whole = len(keys) * self.block_size
+        own_tail = ended and whole < len(ids)
+        if ended and found is not None and found.taken is not None:
+            decoded = prompt_tokens is not None and len(ids) > prompt_tokens
+            if decoded or len(ids) >= found.block_end:
+                self._blocks.pop(found.taken, None)  # keyed anew
+            else:
+                own_tail = False
+        if own_tail:
+            tail = self._tail_key(keys[-1] if keys else 0, ids[whole:])
+            self._blocks[tail] = None
+            self._blocks.move_to_end(tail)
         if self.capacity is not None:
             while len(self._blocks) > self.capacity:
                 self._blocks.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What :meth:`PrefixLedger.cached` found: ``tokens`` reused; ``taken``, the key of an
+    ended sequence's partial block the request took over (None: none), which ends at
+    ``block_end`` tokens."""
+
+    tokens: int
+    taken: int | None = None
+    block_end: int = 0
