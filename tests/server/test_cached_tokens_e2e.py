@@ -49,6 +49,16 @@ def claude(server: ServerProcess) -> Iterator[anthropic.Anthropic]:
         yield c
 
 
+def cached_metric(server: ServerProcess, dialect: str) -> float:
+    """``sidelight_cached_prompt_tokens_total`` for the demo model in ``dialect``."""
+    text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    labels = f'dialect="{dialect}",model="{MODEL}"'
+    for line in text.splitlines():
+        if line.startswith("sidelight_cached_prompt_tokens_total{") and labels in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def logged(server: ServerProcess, prompt_tokens: int, cached_tokens: int) -> None:
     """The request log has the newest finished request with these counts."""
     body = httpx.get(f"{server.base_url}/api/sidelight/requests", timeout=10).json()
@@ -82,6 +92,7 @@ def test_openai_chat_reports_the_second_turn_cached(
         {"role": "assistant", "content": first.choices[0].message.content or ""},
         {"role": "user", "content": "What is your name?"},
     ]
+    before = cached_metric(server, "openai")
     stream = client.chat.completions.create(
         model=MODEL,
         messages=messages,
@@ -97,6 +108,7 @@ def test_openai_chat_reports_the_second_turn_cached(
         cached, usage.prompt_tokens, first.usage.prompt_tokens, first.usage.completion_tokens
     )
     logged(server, usage.prompt_tokens, cached)
+    assert cached_metric(server, "openai") - before == cached
 
 
 def test_openai_responses_reports_input_tokens_cached(client: openai.OpenAI) -> None:

@@ -48,6 +48,12 @@ class ServerMetrics:
         self.prompt_tokens = Counter(
             "sidelight_prompt_tokens", "Prompt tokens processed", _BY_MODEL, registry=r
         )
+        self.cached_prompt_tokens = Counter(
+            "sidelight_cached_prompt_tokens",
+            "Prompt tokens found in the prefix cache (not computed again)",
+            _BY_MODEL,
+            registry=r,
+        )
         self.generated_tokens = Counter(
             "sidelight_generated_tokens", "Tokens generated", _BY_MODEL, registry=r
         )
@@ -96,6 +102,8 @@ class ServerMetrics:
         labels = (entry.dialect, model)
         if entry.prompt_tokens:
             self.prompt_tokens.labels(*labels).inc(entry.prompt_tokens)
+        if entry.cached_tokens:
+            self.cached_prompt_tokens.labels(*labels).inc(entry.cached_tokens)
         if entry.generated_tokens:
             self.generated_tokens.labels(*labels).inc(entry.generated_tokens)
         if entry.ttft_seconds is not None:

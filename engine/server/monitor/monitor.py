@@ -232,12 +232,13 @@ class GenerationTracker:
 
 def log_line(entry: RequestEntry) -> str:
     """The log file's line for a finished request: the inspector's columns, one line."""
+    cached = f" cached={entry.cached_tokens}" if entry.cached_tokens else ""
     parts = [
         f"request {entry.id}: {entry.dialect}",
         f"{entry.method} {entry.route}" if entry.method else entry.route,
         f"model={entry.model or entry.requested_model or '-'}",
         f"status={entry.status} {entry.outcome}",
-        f"prompt={entry.prompt_tokens} generated={entry.generated_tokens}",
+        f"prompt={entry.prompt_tokens}{cached} generated={entry.generated_tokens}",
     ]
     if entry.ttft_seconds is not None:
         parts.append(f"ttft={entry.ttft_seconds:.3f}s")
