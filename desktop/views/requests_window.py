@@ -117,7 +117,7 @@ def details(entry: RequestEntry) -> str:
     if entry.cached_tokens:
         share = entry.cached_tokens / entry.prompt_tokens if entry.prompt_tokens else 0.0
         parts.append(
-            f"{entry.cached_tokens} of {entry.prompt_tokens} prompt tokens cached ({share:.0%})"
+            f"{entry.cached_tokens} of {entry.prompt_tokens} prompt tokens cached ({share:.1%})"
         )
     if entry.queue_seconds is not None:
         parts.append(f"waited {_seconds(entry.queue_seconds)} for the engine")

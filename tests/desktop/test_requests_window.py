@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
-from desktop.views.requests_window import COLUMNS, RequestsWindow
+from desktop.views.requests_window import COLUMNS, RequestsWindow, cells, details
+from engine.server.monitor.record import OpenRequest
 from engine.settings import load_settings
 from tests.conftest import dialogue
 
@@ -78,6 +79,8 @@ def test_a_live_sdk_request_shows_and_its_curl_replays_it(
     assert row["Status"] == "200 ok"
     assert answer.usage is not None
     assert row["Prompt"] == str(answer.usage.prompt_tokens)
+    assert answer.usage.prompt_tokens_details is not None
+    assert row["Cached"] == str(answer.usage.prompt_tokens_details.cached_tokens)
     assert row["Generated"] == str(answer.usage.completion_tokens)
     assert row["TTFT"].endswith(" ms") and float(row["Tokens/s"]) > 0
     assert row["Client"].startswith("OpenAI/Python")
@@ -104,7 +107,12 @@ def test_a_live_sdk_request_shows_and_its_curl_replays_it(
         check=True,
         env={**os.environ, "SIDELIGHT_API_KEY": "local"},
     )
-    assert json.loads(replayed.stdout)["choices"][0]["message"]["content"] == reply
+    again = json.loads(replayed.stdout)
+    assert again["choices"][0]["message"]["content"] == reply
+    # The replay's row (newest first) shows the prompt tokens its usage says were cached.
+    qtbot.waitUntil(lambda: len(row_texts(window)) == 2, timeout=5000)
+    newest = row_texts(window)[0]
+    assert newest["Cached"] == str(again["usage"]["prompt_tokens_details"]["cached_tokens"])
 
     # Off again: the kept bodies are forgotten and copying is off, with the reason.
     qtbot.mouseClick(window.keep_bodies, LEFT)
@@ -170,3 +178,15 @@ def test_attaching_a_file_leaves_no_running_request(
         tokens,
         0,
     )
+
+
+def test_a_cached_prompt_shows_its_share_in_the_details() -> None:
+    """The row's *Cached* cell and the details line, for a second agent turn."""
+    entry = OpenRequest(dialect="anthropic", method="POST", route="/v1/messages")
+    entry.prompt_tokens, entry.cached_tokens = 26_240, 26_208
+    snapshot = entry.snapshot(id=7, status=200, outcome="ok")
+    row = dict(zip(COLUMNS, cells(snapshot), strict=True))
+    assert (row["Prompt"], row["Cached"]) == ("26240", "26208")
+    assert "26208 of 26240 prompt tokens cached (99.9%)" in details(snapshot)
+    entry.cached_tokens = 0
+    assert "cached" not in details(entry.snapshot(id=8, status=200, outcome="ok"))
