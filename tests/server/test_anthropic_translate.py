@@ -6,6 +6,7 @@ streams) is in ``test_anthropic_routes.py`` and real inference in ``test_anthrop
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -408,7 +409,11 @@ def test_deferred_tools_are_offered_once_named() -> None:
         ],
     )
     assert [t["function"]["name"] for t in searched.tools] == ["get_weather", "later"]
-    assert (searched.messages or [])[-1]["content"] == "Tool loaded: later"
+    # The template lists the tool offered from the start; the loaded one is described where
+    # it was loaded, so loading it leaves the prompt's head (and its prefix cache) alone.
+    assert searched.listed_tools == 1
+    later = json.dumps(searched.tools[1], ensure_ascii=False)
+    assert (searched.messages or [])[-1]["content"] == f"Tool loaded: later\n{later}"
     changed = translate(
         tools=[WEATHER, deferred],
         messages=[
@@ -433,7 +438,15 @@ def test_deferred_tools_are_offered_once_named() -> None:
         ],
     )
     assert [t["function"]["name"] for t in changed.tools] == ["later", "inline"]
-    assert changed.messages == [{"role": "user", "content": "x"}]
+    assert changed.listed_tools is None  # none listed from the start: the template lists all
+    described = "\n".join(
+        f"Tool loaded: {t['function']['name']}\n{json.dumps(t, ensure_ascii=False)}"
+        for t in changed.tools
+    )
+    assert changed.messages == [
+        {"role": "system", "content": described},
+        {"role": "user", "content": "x"},
+    ]
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,7 @@ def test_every_fixture_says_where_it_comes_from() -> None:
     files = sorted(FIXTURES.glob("*.json"))
     assert [f.name for f in files] == [
         "claude_code.json",
+        "claude_code_tool_search.json",
         "claude_code_turns.json",
         "codex.json",
         "continue_cli_openai.json",

@@ -23,10 +23,9 @@ import openvino_genai as ov_genai
 import pytest
 
 from engine.server.anthropic import protocol, translate
-from engine.server.pipeline.plan import template_messages
+from engine.server.pipeline.plan import engine_request, plan_request
 from engine.server.responses import protocol as responses
 from engine.server.responses import translate as responses_translate
-from engine.worker.messages import GenerationRequest
 from engine.worker.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,14 +44,11 @@ def turns() -> list[dict[str, Any]]:
 
 
 def prompt_ids(body: dict[str, Any], tokenizer: Any) -> list[int]:
-    """The token ids the worker gives GenAI for a Messages request body."""
+    """The token ids the worker gives GenAI for a Messages request body: translated,
+    planned and made the worker's request as the server does, then prepared."""
     generate = translate.generate_request(protocol.MessagesRequest.model_validate(body))
-    request = GenerationRequest(
-        request_id=1,
-        messages=template_messages(generate.messages),
-        tools=generate.tools or None,
-        max_tokens=16,
-    )
+    plan = plan_request(generate, tokenizer.chat_template)
+    request = engine_request(generate, plan)
     config = ov_genai.GenerationConfig()
     return list(prepare(request, tokenizer, config, None).prompt_ids)
 
@@ -148,3 +144,23 @@ def test_codex_ids_and_metadata_do_not_reach_the_prompt() -> None:
         second = responses_translate.translate(responses.ResponsesRequest.model_validate(again))
         assert first.request.messages == second.request.messages
         assert first.request.tools == second.request.tools
+
+
+def test_loading_a_deferred_tool_leaves_the_head_alone(tokenizer: Any) -> None:
+    """Claude Code's ToolSearch adds the loaded tool to ``tools`` (in name order, marked
+    ``defer_loading``) and names it in a ``tool_reference``: the template keeps listing the
+    tools offered from the start, and the loaded one is described in the tool result."""
+    capture = ROOT / "tests" / "fixtures" / "plugin_requests" / "claude_code_tool_search.json"
+    search, loaded = (
+        json.loads(r["body"]) for r in json.loads(capture.read_text(encoding="utf-8"))["requests"]
+    )
+    names = [t["name"] for t in loaded["tools"]]
+    assert "WebFetch" not in [t["name"] for t in search["tools"]]
+    assert names.index("WebFetch") < len(names) - 1  # added in the middle of the list
+    before, after = prompt_ids(search, tokenizer), prompt_ids(loaded, tokenizer)
+    assert after[: len(before)] == before  # the whole first prompt heads the next
+    text = tokenizer.decode(after[len(before) :])
+    assert 'Tool loaded: WebFetch\n{"type": "function", "function": {"name": "WebFetch"' in text
+    request = translate.generate_request(protocol.MessagesRequest.model_validate(loaded))
+    assert request.tools[-1]["function"]["name"] == "WebFetch"  # callable all the same
+    assert request.listed_tools == len(request.tools) - 1

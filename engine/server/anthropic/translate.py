@@ -22,13 +22,20 @@ Anthropic's conversation becomes the OpenAI-shaped messages chat templates read:
 
 Tools: each client tool becomes an OpenAI function tool. Tools marked ``defer_loading``
 are offered only once a ``tool_reference`` (a tool-search result) or a ``tool_addition``
-names them; ``tool_removal`` withdraws one.
+names them; ``tool_removal`` withdraws one. The chat template lists the tools offered from
+the start (``GenerateRequest.listed_tools``); one offered later is described where the
+conversation offers it ("Tool loaded: NAME" and its definition as JSON), as Anthropic
+expands a ``tool_reference`` in place: in the template's list, which most templates put in
+the prompt's first message, each tool Claude Code loads (its ToolSearch adds it to
+``tools``) would change the prompt's head and the prefix cache would recompute the whole
+conversation after it.
 
 Pure functions of the request: safe on any thread.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from engine.echo import clip
@@ -58,12 +65,14 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
     if body.thinking is not None and body.thinking.type != "adaptive":
         thinking = body.thinking.type == "enabled"
     parallel = not (body.tool_choice and body.tool_choice.disable_parallel_tool_use)
+    listed = tools.listed()
     if not isinstance(body, protocol.MessagesRequest):
         return GenerateRequest(
             model=body.model,
             dialect="anthropic",
             messages=messages,
             tools=tools.functions(),
+            listed_tools=listed,
             tool_choice=choice,
             parallel_tool_calls=parallel,
             thinking=thinking,
@@ -77,6 +86,7 @@ def generate_request(body: protocol.CountTokensRequest) -> GenerateRequest:
         stop=tuple(body.stop_sequences or ()),
         sampling=sampling_params(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
         tools=tools.functions(),
+        listed_tools=listed,
         tool_choice=choice,
         parallel_tool_calls=parallel,
         thinking=thinking,
@@ -102,31 +112,57 @@ def _tool_choice(choice: protocol.ToolChoice | None, tools: _OfferedTools) -> To
 
 
 class _OfferedTools:
-    """The tools shown to the model, in ``tools`` order, as tool changes leave them."""
+    """The tools shown to the model, as tool changes leave them: those offered from the
+    start in ``tools`` order (the template lists them), then those offered later, in the
+    order the conversation offers them (described in place, see :meth:`announce`)."""
 
     def __init__(self, tools: list[protocol.Tool]) -> None:
         self._declared = {tool.name: tool for tool in tools}
         self._offered = {tool.name: tool for tool in tools if not tool.defer_loading}
+        self._listed = frozenset(self._offered)
 
-    def add(self, name: str, param: str) -> None:
+    def add(self, name: str, param: str) -> str | None:
+        """Offer the declared tool ``name``; its description for the conversation when the
+        template does not list it."""
         tool = self._declared.get(name)
         if tool is None:
             raise refuse(param, f"no tool named '{clip(name)}' in tools")
         self._offered[name] = tool
+        return self.announce(name)
 
-    def define(self, definition: Any, param: str) -> None:
+    def define(self, definition: Any, param: str) -> str | None:
         try:
             tool = protocol.Tool.model_validate(definition)
         except ValueError as exc:
             raise refuse(param, f"not a valid tool definition: {exc}") from exc
         self._declared[tool.name] = tool
         self._offered[tool.name] = tool
+        return self.announce(tool.name)
+
+    def announce(self, name: str) -> str | None:
+        """What the conversation says where tool ``name`` is offered (None: the template
+        lists it): its definition in the function shape the templates list tools in."""
+        if name in self._listed:
+            return None
+        function = json.dumps(self._declared[name].to_function(), ensure_ascii=False)
+        return f"Tool loaded: {name}\n{function}"
 
     def remove(self, name: str) -> None:
         self._offered.pop(name, None)
 
+    def _in_order(self) -> list[protocol.Tool]:
+        listed = [t for name, t in self._offered.items() if name in self._listed]
+        return listed + [t for name, t in self._offered.items() if name not in self._listed]
+
     def functions(self) -> list[dict[str, Any]]:
-        return [tool.to_function() for tool in self._offered.values()]
+        return [tool.to_function() for tool in self._in_order()]
+
+    def listed(self) -> int | None:
+        """How many of :meth:`functions` (the first ones) the template lists; None: all
+        (also when it would list none: a template without tools would not say how to call
+        one)."""
+        count = sum(1 for name in self._offered if name in self._listed)
+        return count if 0 < count < len(self._offered) else None
 
 
 class _Conversation:
@@ -178,7 +214,9 @@ class _Conversation:
             if isinstance(block, protocol.TextBlock):
                 texts.append(block.text)
             elif isinstance(block, protocol.ToolChangeBlock):
-                self._tool_change(block, at)
+                described = self._tool_change(block, at)
+                if described is not None:
+                    texts.append(described)
             else:
                 raise _unusable(block, at, "system")
         text = "\n".join(texts)
@@ -189,22 +227,21 @@ class _Conversation:
         else:  # in place: the turns before it, and so the prompt's head, stay as they were
             self._add("user", {"content": _reminder(text)})
 
-    def _tool_change(self, block: protocol.ToolChangeBlock, at: str) -> None:
+    def _tool_change(self, block: protocol.ToolChangeBlock, at: str) -> str | None:
+        """Apply a tool change; what the conversation says of it there (None: nothing)."""
         target = block.tool
         kind, name = target.get("type"), target.get("name")
         if block.type == "tool_addition" and kind == "tool_definition":
-            self._tools.define(target.get("definition"), f"{at}.tool.definition")
-        elif kind == "tool_reference" and isinstance(name, str):
+            return self._tools.define(target.get("definition"), f"{at}.tool.definition")
+        if kind == "tool_reference" and isinstance(name, str):
             if block.type == "tool_addition":
-                self._tools.add(name, f"{at}.tool.name")
-            else:
-                self._tools.remove(name)
-        else:
-            raise refuse(
-                f"{at}.tool",
-                "only tool_reference (a tool in tools) and tool_definition tool changes are "
-                "supported",
-            )
+                return self._tools.add(name, f"{at}.tool.name")
+            self._tools.remove(name)
+            return None
+        raise refuse(
+            f"{at}.tool",
+            "only tool_reference (a tool in tools) and tool_definition tool changes are supported",
+        )
 
     def _user_turn(self, message: protocol.Message, where: str) -> None:
         texts = []
@@ -231,8 +268,8 @@ class _Conversation:
             elif isinstance(part, protocol.ImageBlock):  # a screenshot a tool returned
                 pictures.append(self.images.add(_image(part, f"{at}.content.{k}")))
             elif isinstance(part, protocol.ToolReferenceBlock):
-                self._tools.add(part.tool_name, f"{at}.content.{k}.tool_name")
-                pieces.append(f"Tool loaded: {part.tool_name}")
+                described = self._tools.add(part.tool_name, f"{at}.content.{k}.tool_name")
+                pieces.append(described or f"Tool loaded: {part.tool_name}")
             else:
                 raise _unusable(part, f"{at}.content.{k}", "tool_result")
         content = "\n".join(pieces)

@@ -157,7 +157,7 @@ def engine_request(
         stop=request.stop,
         sampling=request.sampling,
         chat_template_kwargs=kwargs,
-        tools=request.tools if plan.tool_format else None,
+        tools=request.tools[: request.listed_tools] if plan.tool_format else None,
         constraint=plan.constraint,
         logprobs=request.logprobs,
         count_only=request.count_only,

@@ -52,6 +52,11 @@ class GenerateRequest:
     stop: tuple[str, ...] = ()
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # How many of ``tools`` (the first ones) the chat template lists; the others were
+    # described in the conversation where they were offered (Anthropic's deferred tools),
+    # so that offering one leaves the prompt's head, and its prefix cache, as it was.
+    # None: the template lists them all. Every tool in ``tools`` can be called.
+    listed_tools: int | None = None
     tool_choice: ToolChoice = field(default_factory=ToolChoice)
     parallel_tool_calls: bool = True
     # Structured output: the reply must match this JSON schema (json_object: {"type":
