@@ -109,6 +109,15 @@ def test_openai_chat_reports_the_second_turn_cached(
     )
     logged(server, usage.prompt_tokens, cached)
     assert cached_metric(server, "openai") - before == cached
+    # llama.cpp's timings split the prompt the same way (the whole answer carries them).
+    again = client.chat.completions.create(
+        model=MODEL, messages=messages, temperature=0, max_tokens=16
+    )
+    assert again.usage is not None and again.usage.prompt_tokens_details is not None
+    timings = again.model_extra["timings"] if again.model_extra else {}
+    reused = again.usage.prompt_tokens_details.cached_tokens or 0
+    assert timings["cache_n"] == reused > 0
+    assert timings["prompt_n"] == again.usage.prompt_tokens - reused
 
 
 def test_openai_responses_reports_input_tokens_cached(client: openai.OpenAI) -> None:

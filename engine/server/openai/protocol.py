@@ -478,7 +478,8 @@ def timings(done: Done) -> dict[str, Any]:
     """llama.cpp-style timings: what chat UIs show as TTFT and tokens/s."""
     ttft, tps = done.timings.ttft_seconds, done.tokens_per_second
     body: dict[str, Any] = {
-        "prompt_n": done.usage.prompt_tokens,
+        # llama.cpp's meanings: prompt tokens computed, and those reused from the cache.
+        "prompt_n": done.usage.prompt_tokens - done.usage.cached_tokens,
         "cache_n": done.usage.cached_tokens,
         "predicted_n": done.usage.completion_tokens,
         "ttft_ms": round(ttft * 1000, 1) if ttft else None,
