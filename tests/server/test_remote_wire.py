@@ -71,7 +71,16 @@ def test_chunks_become_reasoning_content_and_tool_calls() -> None:
         *reader.feed(_choice({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]})),
         *reader.feed(_choice({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})),
         *reader.feed(_choice({}, "stop")),
-        *reader.feed({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}),
+        *reader.feed(
+            {
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 7,
+                    "completion_tokens": 3,
+                    "prompt_tokens_details": {"cached_tokens": 4},  # the remote's count
+                },
+            }
+        ),
     ]
     assert events == [
         ReasoningText("think"),
@@ -84,6 +93,7 @@ def test_chunks_become_reasoning_content_and_tool_calls() -> None:
     assert isinstance(ends[0], ToolCallEnd) and ends[0].call.arguments == "{}"
     assert done.finish_reason == "tool_calls"  # a stop after calls is a tool-call stop
     assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (7, 3)
+    assert done.usage.cached_tokens == 4  # passed on as the remote said
 
 
 def test_a_stream_without_usage_counts_its_pieces_and_keeps_length() -> None:

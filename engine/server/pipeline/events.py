@@ -34,7 +34,7 @@ class Started:
 
     model: str
     prompt_tokens: int
-    cached_tokens: int = 0  # of prompt_tokens, found in the prefix cache (0: none, or remote)
+    cached_tokens: int = 0  # of prompt_tokens, found in the prefix cache (a remote: in Done)
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,8 @@ class Logprobs:
 @dataclass(frozen=True)
 class Usage:
     """What a reply cost. ``cached_tokens`` of the ``prompt_tokens`` came from the prefix
-    cache (the worker's count, engine.worker.prefix_ledger; 0 for a remote model)."""
+    cache (the worker's count, engine.worker.prefix_ledger; a remote model's own
+    ``prompt_tokens_details.cached_tokens``, 0 when it reports none)."""
 
     prompt_tokens: int
     completion_tokens: int

@@ -192,8 +192,12 @@ class ChunkReader:
         """
         usage = chunk.get("usage")
         if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details")  # the remote's own prefix-cache count
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
             self.usage = Usage(
-                _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+                _count(usage.get("prompt_tokens")),
+                _count(usage.get("completion_tokens")),
+                min(_count(cached), _count(usage.get("prompt_tokens"))),
             )
         choices = chunk.get("choices")
         if choices is None:
