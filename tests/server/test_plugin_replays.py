@@ -111,6 +111,7 @@ def test_every_fixture_says_where_it_comes_from() -> None:
         "claude_code_tool_search.json",
         "claude_code_turns.json",
         "codex.json",
+        "codex_turns.json",
         "continue_cli_openai.json",
         "continue_ollama.json",
         "copilot_byok_ollama.json",

@@ -164,3 +164,24 @@ def test_loading_a_deferred_tool_leaves_the_head_alone(tokenizer: Any) -> None:
     request = translate.generate_request(protocol.MessagesRequest.model_validate(loaded))
     assert request.tools[-1]["function"]["name"] == "WebFetch"  # callable all the same
     assert request.listed_tools == len(request.tools) - 1
+
+
+def responses_ids(body: dict[str, Any], tokenizer: Any) -> list[int]:
+    """The token ids the worker gives GenAI for a Responses request body (no history)."""
+    generate = responses_translate.translate(responses.ResponsesRequest.model_validate(body))
+    plan = plan_request(generate.request, tokenizer.chat_template)
+    request = engine_request(generate.request, plan)
+    return list(prepare(request, tokenizer, ov_genai.GenerationConfig(), None).prompt_ids)
+
+
+def test_each_captured_codex_turn_starts_with_the_previous_turns_prompt(tokenizer: Any) -> None:
+    """``codex_turns.json``: Codex 0.171.0 resends every item, with new request ids and
+    metadata each turn; each turn's prompt heads the next one whole."""
+    capture = ROOT / "tests" / "fixtures" / "plugin_requests" / "codex_turns.json"
+    bodies = [json.loads(r["body"]) for r in json.loads(capture.read_text("utf-8"))["requests"]]
+    assert len(bodies) == 3
+    assert bodies[0]["client_metadata"] != bodies[1]["client_metadata"]
+    ids = [responses_ids(body, tokenizer) for body in bodies]
+    for earlier, later in itertools.pairwise(ids):
+        assert later[: len(earlier)] == earlier
+        assert len(later) > len(earlier)
