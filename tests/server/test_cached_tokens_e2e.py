@@ -6,13 +6,17 @@ shared ``sidelight serve``. A conversation opens with a system prompt no other t
 nothing cached; the second turn repeats the first turn's prompt and reply, and must find part
 of that head cached: more than 0, at most the tokens the first turn computed (its prompt and
 the reply tokens fed back), and fewer than its own prompt. The request log
-(``/api/sidelight/requests``) must carry the same number as the usage.
+(``/api/sidelight/requests``) must carry the same number as the usage. Captured Claude Code
+and Codex sessions, replayed, must reuse the turn before the same way.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -25,6 +29,7 @@ from tests.server.harness import ServerProcess
 pytestmark = pytest.mark.slow
 
 MODEL = "sidelight-demo"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plugin_requests"
 # Long enough to fill several 32-token KV blocks (the demo tokenizer is near one token a
 # character); the nonce in front makes the first block this conversation's own.
 TOPIC = (
@@ -172,3 +177,44 @@ def test_anthropic_messages_report_cache_reads(
     reread = whole.usage.cache_read_input_tokens or 0
     assert prompt - 32 < reread <= prompt - 1
     assert whole.usage.input_tokens + reread == prompt
+
+
+@pytest.mark.parametrize(
+    ("capture", "prompt_of", "cached_of", "output_of"),
+    [
+        (
+            "claude_code_turns.json",
+            lambda u: u["input_tokens"] + u["cache_read_input_tokens"],
+            lambda u: u["cache_read_input_tokens"],
+            lambda u: u["output_tokens"],
+        ),
+        (
+            "codex_turns.json",
+            lambda u: u["input_tokens"],
+            lambda u: u["input_tokens_details"]["cached_tokens"],
+            lambda u: u["output_tokens"],
+        ),
+    ],
+)
+def test_captured_agent_turns_reuse_the_turn_before(
+    server: ServerProcess,
+    capture: str,
+    prompt_of: Callable[[dict[str, Any]], int],
+    cached_of: Callable[[dict[str, Any]], int],
+    output_of: Callable[[dict[str, Any]], int],
+) -> None:
+    """Claude Code's and Codex's own three-turn sessions (tests/fixtures/plugin_requests),
+    replayed: every later turn finds at least the earlier prompt's whole 32-token blocks,
+    and no more than what the turn before computed (its prompt and reply but the last
+    token). Whole, not streamed, so the usage is one object."""
+    requests = json.loads((FIXTURES / capture).read_text(encoding="utf-8"))["requests"]
+    usages = []
+    for recorded in requests:
+        body = {**json.loads(recorded["body"]), "stream": False}
+        response = httpx.post(f"{server.base_url}{recorded['path']}", json=body, timeout=120)
+        assert response.status_code == 200, response.text
+        usages.append(response.json()["usage"])
+    for before, after in itertools.pairwise(usages):
+        computed = prompt_of(before) + output_of(before) - 1
+        assert prompt_of(before) - 32 < cached_of(after) <= computed
+        assert cached_of(after) < prompt_of(after)
