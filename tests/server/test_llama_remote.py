@@ -56,6 +56,7 @@ HELLO = _dialogue("hello")["messages"]
 THINK = _dialogue("think")["messages"]
 TOOL = _dialogue("tool")
 TOOL_RESULT = _dialogue("tool-result")
+TOO_LONG: Any = [{"role": "user", "content": "Hello " * 2100}]  # ~2100 tokens; 2048 served
 
 
 @contextmanager
@@ -251,7 +252,20 @@ def drive(first_url: str, remote_url: str) -> dict[str, Any]:
         )
         seen["openai.tool_result"] = result.choices[0].message.content
 
+        try:  # over llama-server's context (Sidelight's own byte check lets it through)
+            client.chat.completions.create(model=REMOTE, messages=TOO_LONG, max_tokens=4)
+        except openai.BadRequestError as exc:
+            seen["openai.too_long"] = (exc.status_code, exc.code, exc.message)
+        try:  # llama-server serves embeddings only when started with --embeddings
+            client.embeddings.create(model=REMOTE, input=["Hello"])
+        except openai.BadRequestError as exc:
+            seen["openai.embeddings"] = (exc.status_code, exc.code, exc.message)
+
     with anthropic.Anthropic(base_url=first_url, api_key="none", max_retries=0) as claude:
+        try:
+            claude.messages.create(model=REMOTE, max_tokens=4, messages=TOO_LONG)
+        except anthropic.BadRequestError as exc:
+            seen["anthropic.too_long"] = (exc.status_code, exc.message)
         extra = {"temperature": 0}
         message = claude.messages.create(
             model=REMOTE, max_tokens=MAX_TOKENS, messages=HELLO, extra_body=extra
@@ -346,6 +360,15 @@ def check(seen: dict[str, Any]) -> None:
         for c in seen["direct.ollama_tool"]["tool_calls"] or []
     ]
     assert seen["ollama.tool"] == ollama_calls
+    # llama-server's refusals come back as 4xx naming it, in each dialect's shape.
+    status, code, message = seen["openai.too_long"]
+    assert (status, code) == (400, "context_length_exceeded")
+    assert message.startswith("Error code: 400") and "remote 'llama': " in message
+    assert (
+        seen["anthropic.too_long"][0] == 400 and "remote 'llama': " in seen["anthropic.too_long"][1]
+    )
+    status, code, message = seen["openai.embeddings"]
+    assert (status, code) == (400, "remote_unsupported") and "remote 'llama': " in message
     answer = seen["direct.tool_result"]["content"]
     assert answer
     assert seen["openai.tool_result"] == answer == seen["anthropic.tool_result"]
