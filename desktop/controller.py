@@ -40,6 +40,7 @@ from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, GENERATIVE_TASKS, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
 from engine.runtime import Runtime, ServedEngine, TuneDisturbed, tune_timing
+from engine.server.model_info import ModelInfo
 from engine.server.monitor import RequestMonitor
 from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 # A load that takes longer than this ends with a notification (the person may have looked away).
 LONG_LOAD_SECONDS = 5.0
 _ACTIVITY_POLL_MS = 300
+REMOTE_MARK = " — remote"  # after a remote model's MODEL@NAME in the picker and the tray
 _RECENT_UNLOADS = 5  # unload events the tray shows
 TUNING_TEXT = "Tuning for this CPU… (first start only, a few seconds)"
 # Why a server did not start: said to the person. Anything else is a bug (logged).
@@ -80,6 +82,7 @@ class ModelChoice:
     devices: tuple[str, ...]  # device families it runs on: "CPU", "GPU", "NPU"
     is_demo: bool = False
     vision: bool = False  # a vision-language model: it sees images too
+    remote: str | None = None  # MODEL@NAME: remote server NAME answers it (nothing loads here)
 
     def runs_on(self, device: DeviceInfo) -> bool:
         return device.kind.upper() in self.devices
@@ -95,6 +98,21 @@ def server_error_text(
             f"pick another port{where}."
         )
     return str(exc)
+
+
+def remote_choices(infos: list[ModelInfo]) -> list[ModelChoice]:
+    """The remote servers' chat models, as the picker and the tray offer them."""
+    return [
+        ModelChoice(
+            id=info.id,
+            label=f"{info.id}{REMOTE_MARK}",
+            path=info.path,
+            devices=(),
+            remote=info.remote,
+        )
+        for info in infos
+        if info.remote and info.task in GENERATIVE_TASKS
+    ]
 
 
 def demo_choice() -> ModelChoice:
@@ -155,6 +173,9 @@ class Controller(QObject):
         self.status = self.runtime.default.status()
         self.last_notification: tuple[str, str, bool] | None = None
         self._models: list[ModelChoice] = []
+        # A remote model picked in the tray: new chats answer with it (nothing loads; the
+        # default model stays). Picking a local model clears it.
+        self.remote_default: str | None = None
         self._load_started: float | None = None
         self._active = False
         # Start-up chores: moving an old store (start()) and the CPU self-tune (first ready).
@@ -213,6 +234,7 @@ class Controller(QObject):
     def start(self) -> None:
         """Start the engine, the HTTP server and device discovery; load the last model."""
         self._activity_timer.start()
+        self.runtime.remotes.start()  # idempotent: also when the engine is borrowed (tests)
         if self.devices is None:
             Job(
                 self.tasks,
@@ -440,6 +462,7 @@ class Controller(QObject):
             for m in stored
             if m.manifest.task in GENERATIVE_TASKS
         )
+        choices.extend(remote_choices(self.runtime.remotes.infos()))
         if choices != self._models:
             self._models = choices
             self.models_changed.emit()
@@ -455,12 +478,25 @@ class Controller(QObject):
     def active_device(self) -> str | None:
         return self.status.device
 
+    @property
+    def chat_default_id(self) -> str | None:
+        """The model a chat without its own pick answers with: the remote model picked in
+        the tray while it is listed, else the default (loaded) model."""
+        if self.remote_default is not None and self.choice(self.remote_default) is not None:
+            return self.remote_default
+        return self.active_model_id
+
     def select_model(self, model_id: str, device: str | None = None) -> None:
         """Switch to ``model_id`` (on ``device``, default: the current one); returns at once."""
         choice = self.choice(model_id)
         if choice is None:
             self.notify.emit("Model not found", f"{model_id} is not in the model store", True)
             return
+        if choice.remote is not None:  # served by its remote: nothing to load here
+            self.remote_default = choice.id
+            self.models_changed.emit()
+            return
+        self.remote_default = None
         # After a failed load, fall back to the last device that worked, not the failed one.
         current = self.active_device if self.status.state != ERROR else None
         fallback = current or self.state.last_device or self.settings.device
@@ -672,6 +708,10 @@ class Controller(QObject):
         if active != self._active:
             self._active = active
             self.activity_changed.emit(active)
+        # The remotes' lists are refreshed on their own thread: a change reaches the views.
+        remote = remote_choices(self.runtime.remotes.infos())
+        if remote != [m for m in self._models if m.remote is not None]:
+            self.refresh_models()
 
     @property
     def generating(self) -> bool:

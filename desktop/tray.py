@@ -125,15 +125,16 @@ class TrayMenu(QMenu):
         menu.clear()
         group = QActionGroup(menu)
         active = controller.active_model_id
+        checked = controller.chat_default_id  # a remote model picked here, else the default
         loading = controller.status.state == LOADING
         for choice in controller.models():
-            plain = choice.is_demo or choice.label == choice.id
+            plain = choice.is_demo or choice.remote is not None or choice.label == choice.id
             label = choice.label if plain else f"{choice.label} ({choice.id})"
             if choice.id == active and loading:
                 label += " — loading…"
             action = QAction(label, menu, checkable=True)
             action.setData(choice.id)
-            action.setChecked(choice.id == active)
+            action.setChecked(choice.id == checked)
             action.triggered.connect(lambda _=False, m=choice.id: controller.select_model(m))
             group.addAction(action)
             menu.addAction(action)

@@ -773,11 +773,11 @@ class ChatWindow(QWidget):
     def chat_model(self) -> str | None:
         """The model that answers in this chat: the one it was picked (or last answered)
         with, while it is installed; else (a new chat, a model removed since) the default
-        model, the tray's."""
+        model, the tray's (or the remote model picked in the tray)."""
         wanted = self.conversation.model
         if wanted and self.controller.choice(wanted) is not None:
             return wanted
-        return self.controller.active_model_id
+        return self.controller.chat_default_id
 
     def _sync_models(self, *_: object) -> None:
         """Fill the picker and show this chat's model in it; a model the chat used that is

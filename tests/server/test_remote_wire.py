@@ -112,3 +112,14 @@ def test_error_bodies_of_every_shape_give_their_message() -> None:
     assert error_text(b'{"detail": "nope"}') == ("nope", None, None)
     assert error_text(b"<html>502</html>") == ("<html>502</html>", None, None)
     assert error_text(b"x" * 2000)[0].endswith("…")
+
+
+def test_llama_servers_numeric_code_is_dropped_and_its_context_error_keeps_its_meaning() -> None:
+    """llama-server's own bodies (tests/fixtures/llama-server: recorded from a real one)."""
+    over = (
+        b'{"error":{"code":400,"message":"request (4228 tokens) exceeds the available context'
+        b' size (2048 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4228}}'
+    )
+    assert error_text(over)[1:] == ("context_length_exceeded", None)
+    unsupported = b'{"error":{"code":501,"message":"no embeddings","type":"not_supported_error"}}'
+    assert error_text(unsupported) == ("no embeddings", None, None)

@@ -3,9 +3,8 @@ model, behind its own API key) and a misbehaving fake remote (tests/server/fake_
 registered with ``sidelight remote add`` as remotes of a first server, driven through the
 ``openai``, ``anthropic`` and ``ollama`` clients, Claude Code itself and raw HTTP.
 
-A llama-server remote is not tested here: no llama.cpp build is cached on this machine
-(bench/build_llama_cpp.py builds one from the llama-cpp-python sdist; the remote path is
-the same OpenAI stream).
+A llama-server remote has its own module, tests/server/test_llama_remote.py (its recorded
+answers replayed, or a real build when one is named).
 
 One first server, one second server and one fake remote for the module (each server
 starts in a few seconds on the demo model).

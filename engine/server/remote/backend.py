@@ -4,7 +4,8 @@ a streamed OpenAI request (httpx, async) whose chunks become reply events.
 Failures are :class:`APIError` naming the remote, before any byte reaches the caller when
 they happen before the first chunk: unreachable 502 ``remote_unreachable``, a connect or
 read timeout 504 ``remote_timeout``, a 4xx from the remote the same status with its
-message after the remote's name, a 5xx 502 ``remote_error``. After the first chunk the
+message after the remote's name (a 501, an endpoint it does not serve: 400
+``remote_unsupported``), a 5xx 502 ``remote_error``. After the first chunk the
 same errors end the caller's stream with its dialect's error event (a remote killed
 mid-reply: 502 ``remote_stream_broken``).
 
@@ -92,9 +93,12 @@ def transport_error(remote: Remote, exc: httpx.HTTPError, *, midway: bool = Fals
 
 def refusal(remote: Remote, status: int, raw: bytes) -> APIError:
     """The caller's error for the remote's own HTTP error: a 4xx keeps its status (the
-    request was at fault there), anything else is a 502."""
+    request was at fault there), a 501 (what llama-server answers for an endpoint it was
+    not started with) is a 400 ``remote_unsupported``, anything else is a 502."""
     message, code, param = error_text(raw)
     text = f"remote '{remote.name}': {message}"
+    if status == 501:
+        return APIError(400, f"{text} (it does not support this)", code="remote_unsupported")
     if 400 <= status < 500:
         return APIError(status, text, param=param, code=code or "remote_refused")
     return APIError(502, f"{text} (HTTP {status})", code="remote_error")

@@ -332,8 +332,12 @@ def _usable_id(model: str) -> bool:
 
 
 def _listed(model: str, entry: dict[str, Any]) -> Listed:
+    """A listing entry's card: Sidelight's and LM Studio's ``context_length``, vLLM's
+    ``max_model_len``, llama-server's ``meta.n_ctx`` (the context it serves)."""
     task = entry.get("task")
-    context = entry.get("context_length", entry.get("max_model_len"))
+    meta = entry.get("meta")
+    served = meta.get("n_ctx") if isinstance(meta, dict) else None
+    context = entry.get("context_length", entry.get("max_model_len", served))
     owner = entry.get("owned_by")
     return Listed(
         model,

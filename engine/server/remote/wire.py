@@ -41,6 +41,9 @@ _FINISH: dict[str, FinishReason] = {
     "eos": "stop",
 }
 MAX_ERROR_TEXT = 500  # characters of a remote's error message passed on
+# Error types whose meaning has an OpenAI code (llama-server's ``code`` is the HTTP status):
+# Codex and the SDKs read ``context_length_exceeded``.
+_ERROR_TYPE_CODES = {"exceed_context_size_error": "context_length_exceeded"}
 MAX_CALLS = 128  # tool calls in one reply; more is a broken (or hostile) remote
 
 
@@ -126,7 +129,8 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def error_text(raw: bytes) -> tuple[str, str | None, str | None]:
-    """A remote's error body as (message, code, param): OpenAI's ``{"error": {...}}``,
+    """A remote's error body as (message, code, param): OpenAI's ``{"error": {...}}``
+    (llama-server's too: its numeric ``code`` is dropped, a known ``type`` gives the code),
     LM Studio's ``{"error": "..."}``, FastAPI's ``{"detail": ...}`` or plain text."""
     text = raw.decode("utf-8", errors="replace").strip()
     try:
@@ -136,9 +140,11 @@ def error_text(raw: bytes) -> tuple[str, str | None, str | None]:
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
         code, param = error.get("code"), error.get("param")
+        if not isinstance(code, str):
+            code = _ERROR_TYPE_CODES.get(str(error.get("type")))
         return (
             _short(str(error.get("message") or "no message")),
-            str(code) if isinstance(code, str) else None,
+            code,
             str(param) if isinstance(param, str) else None,
         )
     if isinstance(error, str):
