@@ -20,8 +20,11 @@ TOO_LONG = "word " * 3000  # the tiny model's context is 2048 tokens
 
 
 def blocks(window: Any) -> list[str]:
+    """The transcript's lines of text: not the empty lines round the cards, nor the rows of
+    action pills (each label stands between en spaces)."""
     document = window.transcript.document()
-    return [document.findBlockByNumber(i).text() for i in range(document.blockCount())]
+    found = [document.findBlockByNumber(i).text() for i in range(document.blockCount())]
+    return [line for line in found if line and not line.startswith("\u2002")]
 
 
 def test_a_too_long_message_does_not_lock_the_chat(
