@@ -164,3 +164,43 @@ def test_a_cancelled_installation_starts_no_step(tmp_path: Path) -> None:
     with pytest.raises(convert_setup.InstallCancelled):
         convert_setup.install(tmp_path / "env", lines.append, wanted=["nothing"], cancel=cancel)
     assert lines == [] and not (tmp_path / "env").exists()
+
+
+def test_quitting_while_it_installs_asks_first(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28, defect 12: quitting mid-download (or mid-installation) gave no warning.
+    Now Quit asks; No keeps the work running."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    assert desktop.running_work() is None
+    dialog = desktop.models_dialog()
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.convert_problem != CHECKING_TOOLS, timeout=30000)
+    tools = dialog.tools
+
+    def runs_until_cancelled(
+        env: Path, report: Callable[[str], None], cancel: threading.Event
+    ) -> Path:
+        cancel.wait(60)
+        raise convert_setup.InstallCancelled("cancelled")
+
+    tools.installer = runs_until_cancelled
+    tools.install_button.click()
+    assert desktop.running_work() == "Installing the conversion tools"
+    asked: list[str] = []
+
+    def answer_no() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(10, answer_no)
+            return
+        asked.append(box.text())
+        box.button(QMessageBox.StandardButton.No).click()
+
+    QTimer.singleShot(0, answer_no)
+    desktop.quit()
+    assert asked and asked[0].startswith("Installing the conversion tools is still running")
+    assert tools.installing  # not quit, not cancelled
+    tools.cancel_button.click()
+    qtbot.waitUntil(lambda: not tools.installing, timeout=30000)
+    assert desktop.running_work() is None

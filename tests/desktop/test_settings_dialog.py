@@ -395,3 +395,24 @@ def test_window_titles_name_sidelight_once(desktop: DesktopApp) -> None:
     assert len(shown) >= 4, shown
     for title in shown:
         assert title.count("Sidelight") == 1, title
+
+
+def test_warnings_coming_and_going_move_nothing(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28, defect 12: the dialog resized and moved its buttons as the address
+    warning and a save's error came and went. Their room is kept now."""
+    dialog = open_settings(desktop)
+    qtbot.waitExposed(dialog)
+    size = dialog.size()
+    place = dialog.buttons.mapTo(dialog, QPoint(0, 0))
+    assert dialog.warning.isHidden() and dialog.error.isHidden()
+
+    dialog.host.setText("0.0.0.0")  # the two-line warning appears
+    assert not dialog.warning.isHidden()
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.save()  # refused (no API key): the error under the rows
+    assert not dialog.error.isHidden() and "API key" in dialog.error.text()
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.host.setText("127.0.0.1")  # both go
+    assert dialog.warning.isHidden() and dialog.error.isHidden()
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.reject()
