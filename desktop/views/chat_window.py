@@ -789,8 +789,11 @@ class ChatWindow(QWidget):
         picker = self.model_picker
         picker.blockSignals(True)
         picker.clear()
-        for choice in self.controller.models():
+        choices = self.controller.models()
+        for choice in choices:
             picker.addItem(choice.label, choice.id)
+        # The replies' headers name each model as the picker does.
+        self.transcript.set_model_names({choice.id: choice.label for choice in choices})
         model = self.chat_model
         index = picker.findData(model) if model else -1
         if index >= 0:

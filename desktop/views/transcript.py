@@ -21,7 +21,7 @@ Threading: GUI thread only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
@@ -128,6 +128,7 @@ def render_transcript(
     actions: bool = True,
     intro: Intro | None = None,
     shown_actions: Container[int] = (),
+    names: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Replace ``document``'s content with the conversation; return where each message is
     and the code blocks' code.
@@ -140,7 +141,11 @@ def render_transcript(
     ``open_thinking`` holds the indexes of the replies whose thinking is shown (the pending
     reply's index is ``len(messages)``); the others show only the thinking's header.
     ``intro``: what an empty chat shows (the model, its abilities, starter prompts).
+    ``names``: model id -> the name the model picker shows, for the replies' headers (the
+    picker and the replies named one model two ways); the figures line keeps the id, the
+    name clients use.
     """
+    names = names or {}
     document.clear()
     document.setDocumentMargin(PAGE_MARGIN)
     document.setUndoRedoEnabled(False)  # a read-only view: re-colouring its links is no edit
@@ -162,7 +167,14 @@ def render_transcript(
         card = _open_card(cursor, message["role"])
         message_runs: list[ActionRun] | None = [] if actions else None
         _message(
-            cursor, message, fallback_model, index in open_thinking, index, codes, message_runs
+            cursor,
+            message,
+            fallback_model,
+            index in open_thinking,
+            index,
+            codes,
+            message_runs,
+            names,
         )
         if dropped:
             _dim(cursor, start)
@@ -172,7 +184,7 @@ def render_transcript(
         _close_card(cursor, card)
     if pending is not None:
         card = _open_card(cursor, "assistant")
-        _header(cursor, pending.model)
+        _header(cursor, names.get(pending.model, pending.model))
         if pending.thinking.strip():
             label = thinking_label(pending.thinking_seconds)
             key = len(messages)
@@ -333,6 +345,7 @@ def _message(
     index: int,
     codes: list[str],
     runs: list[ActionRun] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> None:
     """One message in its card; its action pills go into ``runs`` (None: no actions)."""
     role, text = message["role"], message["content"]
@@ -350,7 +363,8 @@ def _message(
         write_thumbnails(cursor, message.get("images", []))
         _text(cursor, text)
     else:
-        _header(cursor, message.get("model") or fallback_model, None, actions)
+        model = message.get("model") or fallback_model
+        _header(cursor, (names or {}).get(model, model), None, actions)
         thinking, calls = message.get("thinking", "").strip(), message.get("calls", [])
         if thinking:  # a model that thought nothing (an empty think block) shows no box
             label = thinking_label(message.get("thinking_seconds", 0.0))
@@ -586,6 +600,7 @@ class TranscriptView(QTextBrowser):
         self.cursorPositionChanged.connect(self._sync_actions)
         self.selectionChanged.connect(self._sync_actions)  # Tab selects the next link
         self._intro: Intro | None = None
+        self._names: dict[str, str] = {}  # model id -> the picker's name for it
         self._actions: dict[int, list[ActionRun]] = {}
         self._hovered: int | None = None  # the message under the pointer
         self._shown: int | None = None  # the message whose actions are drawn
@@ -621,6 +636,12 @@ class TranscriptView(QTextBrowser):
         self._intro = intro
         if not self._messages and self._pending is None:
             self._render()
+
+    def set_model_names(self, names: dict[str, str]) -> None:
+        """The model picker's names, for the replies' headers (redrawn when they change)."""
+        if names != self._names:
+            self._names = dict(names)
+            self._rerender()
 
     @property
     def intro(self) -> Intro | None:
@@ -759,6 +780,7 @@ class TranscriptView(QTextBrowser):
             open_thinking={i for i in range(count) if self.thinking_is_open(i)},
             intro=self._intro,
             shown_actions=() if shown is None else (shown,),
+            names=self._names,
         )
         self._spans, self._code_blocks = rendered.spans, rendered.code_blocks
         self._actions = rendered.actions
