@@ -205,11 +205,12 @@ class Tour:
             model="tiny-coder",
         )
         window.move(24, 48)
-        place(window, 640, 520)
+        place(window, 640, 560)
         window.show_and_raise()
         window._show(conversation)
         yield (after(0.6), 2)
         view = window.transcript
+        view.verticalScrollBar().setValue(0)  # the whole exchange, from the question
         start = view._spans[1][0]
         cursor = view.textCursor()
         cursor.setPosition(start + 3)

@@ -107,7 +107,7 @@ def write_intro(cursor: QTextCursor, intro: Intro) -> list[tuple[int, int]]:
     centre = QTextBlockFormat()
     centre.setAlignment(Qt.AlignmentFlag.AlignHCenter)
     space = QTextFrameFormat()  # the first block's own top margin is not drawn: a frame's is
-    space.setTopMargin(40)
+    space.setTopMargin(20)
     space.setPadding(8)
     cursor.insertFrame(space)
     cursor.setBlockFormat(centre)
@@ -130,13 +130,13 @@ def write_intro(cursor: QTextCursor, intro: Intro) -> list[tuple[int, int]]:
             dim,
         )
     heading = QTextBlockFormat(centre)
-    heading.setTopMargin(22)
+    heading.setTopMargin(16)
     cursor.insertBlock(heading, dim)
     cursor.insertText("Try one:", dim)
     links: list[tuple[int, int]] = []
     for index, prompt in enumerate(intro.starters):
         row = QTextBlockFormat(centre)
-        row.setTopMargin(8)
+        row.setTopMargin(6)
         cursor.insertBlock(row, QTextCharFormat())
         link = QTextCharFormat()
         link.setForeground(theme.colour("link"))

@@ -66,7 +66,7 @@ THEME_CHOICES = (
 
 # Lines of room kept for the address warning and for a save's error, shown or not, so the
 # dialog neither resizes nor moves its buttons as they come and go (issue 28, defect 12).
-WARNING_LINES = 2
+WARNING_LINES = 3  # two at most on a wide dialog, three at the narrowest
 ERROR_LINES = 3
 
 
@@ -277,9 +277,10 @@ class SettingsDialog(QDialog):
         if host and not is_loopback_host(host):
             need = "" if self.api_key.text().strip() else " Set an API key first (required)."
             self.warning.setText(f"{host} makes the server reachable from other computers.{need}")
-            self.warning.show()
         else:
-            self.warning.hide()
+            # Empty, never hidden: a form layout drops a hidden row's room whatever the
+            # size policy says, and the rows below would move up and down.
+            self.warning.setText("")
         self.grow_to_fit()
 
     def _on_show_key(self, shown: bool) -> None:
