@@ -107,7 +107,7 @@ def write_intro(cursor: QTextCursor, intro: Intro) -> list[tuple[int, int]]:
     centre = QTextBlockFormat()
     centre.setAlignment(Qt.AlignmentFlag.AlignHCenter)
     space = QTextFrameFormat()  # the first block's own top margin is not drawn: a frame's is
-    space.setTopMargin(20)
+    space.setTopMargin(4)
     space.setPadding(8)
     cursor.insertFrame(space)
     cursor.setBlockFormat(centre)
