@@ -66,6 +66,10 @@ THEME_CHOICES = (
 
 # Lines of room kept for the address warning and for a save's error, shown or not, so the
 # dialog neither resizes nor moves its buttons as they come and go (issue 28, defect 12).
+LOOPBACK_HINT = (
+    "Only this computer can reach the server. 0.0.0.0 serves your network (it then needs an "
+    "API key)."
+)
 WARNING_LINES = 3  # two at most on a wide dialog, three at the narrowest
 ERROR_LINES = 3
 
@@ -277,10 +281,17 @@ class SettingsDialog(QDialog):
         if host and not is_loopback_host(host):
             need = "" if self.api_key.text().strip() else " Set an API key first (required)."
             self.warning.setText(f"{host} makes the server reachable from other computers.{need}")
+            role = "warning"
         else:
-            # Empty, never hidden: a form layout drops a hidden row's room whatever the
-            # size policy says, and the rows below would move up and down.
-            self.warning.setText("")
+            # Never hidden: a form layout drops a hidden row's room whatever the size policy
+            # says, and the rows below would move up and down. The room says what the
+            # address does instead.
+            self.warning.setText(LOOPBACK_HINT)
+            role = ""
+        if self.warning.property("role") != role:
+            self.warning.setProperty("role", role)  # coloured by desktop.theme when "warning"
+            self.warning.style().unpolish(self.warning)
+            self.warning.style().polish(self.warning)
         self.grow_to_fit()
 
     def _on_show_key(self, shown: bool) -> None:

@@ -23,7 +23,7 @@ from desktop.autostart import (
     launch_command,
     set_enabled,
 )
-from desktop.views.settings_dialog import SettingsDialog
+from desktop.views.settings_dialog import LOOPBACK_HINT, SettingsDialog
 from engine.settings import SettingsError, load_settings, save_config
 
 
@@ -411,7 +411,7 @@ def test_warnings_coming_and_going_move_nothing(qtbot: QtBot, desktop: DesktopAp
         return [w.mapTo(dialog, QPoint(0, 0)) for w in (dialog.api_key, dialog.origins)]
 
     where = rows()
-    assert dialog.warning.text() == "" and dialog.error.isHidden()
+    assert dialog.warning.text() == LOOPBACK_HINT and dialog.error.isHidden()
 
     dialog.host.setText("0.0.0.0")  # the two-line warning appears
     assert dialog.warning.isVisible() and "other computers" in dialog.warning.text()
@@ -424,6 +424,6 @@ def test_warnings_coming_and_going_move_nothing(qtbot: QtBot, desktop: DesktopAp
     assert rows() == where
     assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
     dialog.host.setText("127.0.0.1")  # both go
-    assert dialog.warning.text() == "" and dialog.error.isHidden()
+    assert dialog.warning.text() == LOOPBACK_HINT and dialog.error.isHidden()
     assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
     dialog.reject()
