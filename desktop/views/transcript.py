@@ -192,6 +192,8 @@ def render_transcript(
         if pending.text or not pending.thinking.strip():
             _markdown(cursor, pending.text or "…", codes)
         _close_card(cursor, card)
+    if cursor.block().length() == 1 and cursor.currentFrame() is document.rootFrame():
+        _join_above(cursor)  # the empty line Qt keeps after the last card: no extra scroll
     cursor.endEditBlock()
     _shade_code_blocks(document)
     align_table_headers(document)
@@ -241,9 +243,9 @@ def _close_card(cursor: QTextCursor, card: QTextFrame) -> None:
 
 
 def _join_above(cursor: QTextCursor) -> None:
-    """A frame about to open on an empty line below another frame: flatten that line (it
-    cannot merge upwards), so cards keep only their own gap."""
-    if cursor.block().length() == 1 and cursor.block().previous().isValid():
+    """A frame about to open on an empty line (the document's first, or one below another
+    frame): flatten that line (it cannot merge upwards), so cards keep only their own gap."""
+    if cursor.block().length() == 1:
         flat = QTextBlockFormat()
         flat.setLineHeight(0, QTextBlockFormat.LineHeightTypes.FixedHeight.value)
         cursor.setBlockFormat(flat)
