@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QApplication, QSystemTrayIcon, QWidget
+from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon, QWidget
 
 from desktop.autostart import Autostart, for_platform
 from desktop.chat import ChatOptions
@@ -116,7 +116,32 @@ class DesktopApp(QObject):
             ).run()
 
     def quit(self) -> None:
+        """Quit; while a download, conversion or tools installation runs, ask first (its
+        finished part is kept, and it resumes next time)."""
+        running = self.running_work()
+        if running is not None:
+            asked = QMessageBox.question(
+                None,
+                "Quit Sidelight?",
+                f"{running} is still running. Quit anyway? What it finished is kept, and "
+                "starting it again later resumes it.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                QMessageBox.StandardButton.No,
+            )
+            if asked != QMessageBox.StandardButton.Yes:
+                return
         QApplication.quit()
+
+    def running_work(self) -> str | None:
+        """What quitting would interrupt, in words (None: nothing)."""
+        models = self._models
+        if models is None:
+            return None
+        if models.tools.installing:
+            return "Installing the conversion tools"
+        if models.busy:
+            return "A model download or conversion"
+        return None
 
     def shutdown(self) -> None:
         """Stop replies, the server and the engine (after the event loop ended)."""

@@ -33,10 +33,15 @@ ENV_NAME = "convert-env"
 # The convert extra as pyproject.toml lists it, for an app installed without its metadata.
 _FALLBACK_EXTRA = ("optimum-intel>=2.2", "nncf>=3.4", "torch==2.13.0")
 _TAIL_LINES = 5  # pip's last lines kept for the failure message
+CANCELLED = "cancelled"  # the last line of a step the person cancelled
 
 
 class InstallFailed(Exception):
     """The tools could not be installed; the message says why and what to run instead."""
+
+
+class InstallCancelled(InstallFailed):
+    """The person cancelled the installation (the step running was killed)."""
 
 
 def env_dir(paths: Paths) -> Path:
@@ -111,12 +116,19 @@ def install(
             f"Run: {manual}"
         )
     for number, command in enumerate(steps):
+        if cancel is not None and cancel.is_set():
+            raise InstallCancelled("Installing the conversion tools was cancelled.")
         report(f"Step {number + 1} of {len(steps)}: {shlex.join(command[:5])}…")
         tail = _run(command, report, cancel)
         if tail is None:
             continue
         if number == len(steps) - 1:
             continue  # torchvision was not there to remove: nothing to undo
+        if tail and tail[-1] == CANCELLED:
+            raise InstallCancelled(
+                f"Installing the conversion tools was cancelled; {env} may hold a partial "
+                "environment, which the next installation reuses."
+            )
         reason = tail[-1] if tail else "no output"
         raise InstallFailed(
             f"Installing the conversion tools failed ({reason}). Without a network, or to "
@@ -141,16 +153,35 @@ def _run(
         )
     except OSError as exc:
         return [str(exc)]
-    with child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            text = line.strip()
-            if text:
-                report(text)
-                tail = [*tail, text][-_TAIL_LINES:]
-            if cancel is not None and cancel.is_set():
-                child.kill()
-                child.wait()
-                return [*tail, "cancelled"]
-        code = child.wait()
+    done = threading.Event()
+    if cancel is not None:
+        # A watcher kills the step as soon as cancel is set, not at pip's next line (pip
+        # prints nothing for a minute while it downloads torch without a terminal).
+        threading.Thread(
+            target=_kill_on_cancel, args=(child, cancel, done), name="pip-cancel", daemon=True
+        ).start()
+    try:
+        with child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                text = line.strip()
+                if text:
+                    report(text)
+                    tail = [*tail, text][-_TAIL_LINES:]
+            code = child.wait()
+    finally:
+        done.set()
+    if cancel is not None and cancel.is_set():
+        return [*tail, CANCELLED]
     return None if code == 0 else tail or [f"exit code {code}"]
+
+
+def _kill_on_cancel(
+    child: subprocess.Popen[str], cancel: threading.Event, done: threading.Event
+) -> None:
+    """Kill ``child`` once ``cancel`` is set, unless the step ended first (its own thread)."""
+    while not done.is_set():
+        if cancel.wait(0.2):
+            if child.poll() is None:
+                child.kill()
+            return

@@ -42,6 +42,7 @@ class TaskManager(QObject):
         super().__init__(parent)
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="sidelight-bg")
         self._closures: list[Closure] = []
+        self._closed = False  # Qt deleted this object: late callbacks are dropped
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -64,12 +65,23 @@ class TaskManager(QObject):
         return future
 
     def run_on_main(self, closure: Closure) -> None:
-        """Call ``closure`` on the GUI thread soon (safe from any thread)."""
+        """Call ``closure`` on the GUI thread soon (safe from any thread). Once Qt deleted
+        this object (the app quit while a download still reported progress: it logged
+        ``RuntimeError: Signal source has been deleted``), the closure is dropped: there is
+        no GUI left to run it on."""
         with self._lock:
+            if self._closed:
+                return
             first = not self._closures
             self._closures.append(closure)
         if first:  # one queued signal drains everything that piles up meanwhile
-            self._closures_pending.emit()
+            try:
+                self._closures_pending.emit()
+            except RuntimeError:  # "Signal source has been deleted": Qt is gone
+                with self._lock:
+                    self._closed = True
+                    self._closures.clear()
+                logger.debug("the GUI is gone: a late callback was dropped")
 
     def _run_closures(self) -> None:
         with self._lock:

@@ -67,6 +67,11 @@ ColourName = Literal[
     "code_builtin",
     "quote_bar",
     "quote_text",
+    "transcript_background",
+    "card_background",
+    "user_card_background",
+    "card_border",
+    "action_background",
 ]
 
 
@@ -120,6 +125,13 @@ LIGHT = ThemeColours(
         "code_builtin": "#0b6e75",
         "quote_bar": "#7d8694",
         "quote_text": "#555b64",
+        # The transcript: each turn a card on a tinted page, the person's own tinted blue;
+        # a message's action buttons and the starter prompts on a pill.
+        "transcript_background": "#eceef2",
+        "card_background": "#ffffff",
+        "user_card_background": "#e2ebf9",
+        "card_border": "#d3d7de",
+        "action_background": "#e6e9ee",
     }
 )
 
@@ -161,6 +173,11 @@ DARK = ThemeColours(
         "code_builtin": "#7fd1d8",
         "quote_bar": "#8a909b",
         "quote_text": "#b4b9c1",
+        "transcript_background": "#1b1d21",
+        "card_background": "#272a2f",
+        "user_card_background": "#24334a",
+        "card_border": "#3b3f46",
+        "action_background": "#363a41",
     }
 )
 
@@ -194,6 +211,17 @@ CONTRAST_PAIRS: tuple[tuple[ColourName, ColourName, float], ...] = (
     ("code_function", "code_background", 4.5),
     ("code_builtin", "code_background", 4.5),
     ("quote_text", "base", 4.5),
+    ("text", "card_background", 4.5),
+    ("dim", "card_background", 4.5),
+    ("link", "card_background", 4.5),
+    ("text", "user_card_background", 4.5),
+    ("dim", "user_card_background", 4.5),
+    ("thinking_text", "user_card_background", 4.5),
+    ("text", "transcript_background", 4.5),
+    ("dim", "transcript_background", 4.5),
+    ("link", "transcript_background", 4.5),
+    ("text", "action_background", 4.5),
+    ("link", "action_background", 4.5),
     ("quote_bar", "base", 3.0),
     ("memory_line", "base", 3.0),
     ("rate_line", "base", 3.0),
@@ -310,6 +338,8 @@ def style_sheet_for(colours: ThemeColours) -> str:
         f"#notice QLabel {{ color: {v['notice_text']}; }}\n"
         f'QLabel[role="error"] {{ color: {v["error"]}; }}\n'
         f'QLabel[role="warning"] {{ color: {v["warning"]}; }}\n'
+        # The transcript's page, under its cards (desktop.views.transcript).
+        f"QTextBrowser#transcript {{ background-color: {v['transcript_background']}; }}\n"
     )
 
 

@@ -86,7 +86,10 @@ class TrayMenu(QMenu):
         # Submenus live as long as the menu; only their entries are rebuilt.
         self.models_menu = QMenu("Models", self)
         self.devices_menu = QMenu("Device", self)
-        self.loaded_menu = QMenu("In memory", self.models_menu)
+        # Beside Models, not inside it: a submenu of a submenu opened over its parent (the
+        # tray sits at a screen edge, so Models opens leftwards and In memory had nowhere
+        # to go but back over it).
+        self.loaded_menu = QMenu("In memory", self)
         self.aboutToShow.connect(self.rebuild)
         self.rebuild()
 
@@ -108,6 +111,8 @@ class TrayMenu(QMenu):
         self.addSeparator()
         self._fill_models()
         self.addMenu(self.models_menu)
+        if self._fill_loaded():
+            self.addMenu(self.loaded_menu)
         self._fill_devices()
         self.addMenu(self.devices_menu)
         self.addAction("Download models…").triggered.connect(self.open_models)
@@ -138,21 +143,19 @@ class TrayMenu(QMenu):
             action.triggered.connect(lambda _=False, m=choice.id: controller.select_model(m))
             group.addAction(action)
             menu.addAction(action)
-        self._fill_loaded(menu)
         menu.addSeparator()
         menu.addAction("Download models…").triggered.connect(self.open_models)
 
-    def _fill_loaded(self, menu: QMenu) -> None:
-        """An "In memory" submenu: the models held in memory, each with its measured memory
-        and device; choosing one unloads it (its engine worker ends)."""
+    def _fill_loaded(self) -> bool:
+        """The "In memory" submenu: the models held in memory, each with its measured memory
+        and device; choosing one unloads it (its engine worker ends). False: nothing to
+        list (the menu is left out)."""
         loaded_menu = self.loaded_menu
         loaded_menu.clear()
         loaded = self.controller.loaded_models()
         unloads = self.controller.unloads
         if not loaded and not unloads:
-            return
-        menu.addSeparator()
-        menu.addMenu(loaded_menu)
+            return False
         loaded_menu.setToolTipsVisible(True)
         for model in loaded:
             memory = f"{model.memory_mb} MB" if model.memory_mb is not None else "? MB"
@@ -175,6 +178,7 @@ class TrayMenu(QMenu):
                 entry.setData(f"gone:{event.model_id}")
                 entry.setToolTip(event.message)
                 entry.setEnabled(False)
+        return True
 
     def _fill_devices(self) -> None:
         menu, controller = self.devices_menu, self.controller

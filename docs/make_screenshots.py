@@ -5,12 +5,15 @@
 
 Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
 engine on the demo model, in a fresh Sidelight home with one installed model (the tests' tiny
-coder). It right-clicks the tray icon with xdotool and grabs the open menu, sends two messages
-in the chat window and grabs it while the second reply streams, sends a message with an
-attachment and starts editing it (the message actions), asks the demo model its thinking
+coder). It right-clicks the tray icon with xdotool and grabs the open menu, grabs a new chat
+(the model, what it can do, starter prompts), sends two messages in the chat window and grabs
+it while the second reply streams, sends a message with an
+attachment and starts editing it (the pointer over a reply shows its action pills), reopens a
+saved chat with a code block (the demo model writes no code), asks the demo model its thinking
 question and opens the thinking with a click, then opens the model manager (catalog and
 installed list), its hub search and the settings; then switches to the dark theme and takes
-the thinking reply, the model manager, the hub search and the settings again (the hub is the
+the thinking reply, the code block, the new chat, the model manager, the hub search and the
+settings again (the hub is the
 local stand-in of the tests, serving the search fixture repos). The screen is a 1366x768
 laptop at 125 % unless told otherwise (``QT_SCALE_FACTOR``); at another scale the file names
 end in ``-2x`` (or ``-1.5x``...). Pictures are taken with ImageMagick's
@@ -121,8 +124,10 @@ class Tour:
     def steps(self) -> Iterator[Step]:
         yield from self.wait_until_ready()
         yield from self.tray_menu()
+        yield from self.chat_empty("chat-empty.png")
         yield from self.chat_mid_reply()
         yield from self.chat_message_actions()
+        yield from self.chat_code("chat-code.png")
         yield from self.chat_thinking()
         yield from self.model_manager("model-manager.png", "model-search.png")
         yield from self.settings("settings.png")
@@ -159,6 +164,62 @@ class Tour:
         panel = icon.adjusted(-72, -icon.top(), 16, 4)  # the tray strip around the icon
         grab(self.out / "tray-menu.png", *region(menu, models, panel))
         menu.hide()
+
+    def chat_empty(self, name: str) -> Iterator[Step]:
+        """A new chat: the model, what it can do and the starter prompts."""
+        window = self.desktop.chat
+        window.new_chat()
+        window.move(24, 48)
+        place(window, 600, 480)
+        window.show_and_raise()
+        subprocess.Popen(["xdotool", "mousemove", "1300", "700"])  # the pointer out of the way
+        yield (after(0.8), 2)
+        grab(self.out / name, *region(window, margin=0))
+        window.hide()
+
+    def chat_code(self, name: str) -> Iterator[Step]:
+        """A reply with a code block (its header bar: language, Copy), the pointer over it
+        so its action pills show. The demo model cannot write code: this conversation is a
+        saved one written for the picture, shown as a person reopens a chat."""
+        from desktop.history import Conversation
+
+        window = self.desktop.chat
+        code = (
+            "Slicing with a step of -1 walks the string backwards:\n\n"
+            "```python\ndef reverse(text: str) -> str:\n"
+            '    """The text, last character first."""\n'
+            "    return text[::-1]\n\n\n"
+            'print(reverse("Sidelight"))  # thgiledis\n```\n\n'
+            "It makes one copy of the string, so it takes **O(n)** time and memory."
+        )
+        conversation = Conversation(
+            messages=[
+                {"role": "user", "content": "How do I reverse a string in Python?"},
+                {
+                    "role": "assistant",
+                    "content": code,
+                    "model": "tiny-coder",
+                    "figures": {"tokens": 61, "tokens_per_second": 38.4, "ttft_seconds": 0.18},
+                },
+            ],
+            model="tiny-coder",
+        )
+        window.move(24, 48)
+        place(window, 640, 560)
+        window.show_and_raise()
+        window._show(conversation)
+        yield (after(0.6), 2)
+        view = window.transcript
+        view.verticalScrollBar().setValue(0)  # the whole exchange, from the question
+        start = view._spans[1][0]
+        cursor = view.textCursor()
+        cursor.setPosition(start + 3)
+        point = view.viewport().mapToGlobal(view.cursorRect(cursor).center())
+        subprocess.Popen(["xdotool", "mousemove", px(point.x() + 60), px(point.y() + 40)])
+        yield (lambda: view.actions_shown == 1, 10)
+        yield (after(0.4), 2)
+        grab(self.out / name, *region(window, margin=0))
+        window.hide()
 
     def chat_mid_reply(self) -> Iterator[Step]:
         """A finished reply, then a grab while the next one streams."""
@@ -208,7 +269,12 @@ class Tour:
         window.message_actions.edit(0)
         window.pending_attachments.add_text("notes.txt", "Ship the release on Friday.\n")
         yield (lambda: all(a["tokens"] >= 0 for a in window.pending_attachments.items), 15)
-        subprocess.Popen(["xdotool", "mousemove", "1300", "700"])  # the pointer out of the way
+        view = window.transcript
+        cursor = view.textCursor()
+        cursor.setPosition(view._spans[1][0] + 3)  # over the first reply: its pills show
+        point = view.viewport().mapToGlobal(view.cursorRect(cursor).center())
+        subprocess.Popen(["xdotool", "mousemove", px(point.x() + 60), px(point.y() + 20)])
+        yield (lambda: view.actions_shown == 1, 10)
         yield (after(0.8), 2)
         grab(self.out / "chat-message-actions.png", *region(window, margin=0))
         window.message_actions.cancel_edit()
@@ -283,6 +349,8 @@ class Tour:
         yield (after(0.6), 2)
         grab(self.out / "chat-thinking-dark.png", *region(window, margin=0))
         window.hide()
+        yield from self.chat_code("chat-code-dark.png")
+        yield from self.chat_empty("chat-empty-dark.png")
         yield from self.model_manager("model-manager-dark.png", "model-search-dark.png")
         yield from self.settings("settings-dark.png")
 

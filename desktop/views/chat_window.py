@@ -28,6 +28,7 @@ from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -66,6 +67,7 @@ from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.attachments import PendingAttachments
 from desktop.views.chat_list import ChatList
 from desktop.views.chat_settings import ChatSettingsDialog
+from desktop.views.empty_chat import intro_for
 from desktop.views.image_attachments import PendingImages
 from desktop.views.image_thumbnails import show_images_from
 from desktop.views.message_actions import MessageActions
@@ -208,6 +210,7 @@ class ChatWindow(QWidget):
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.textEdited.connect(self._on_system_prompt)
         self.transcript = TranscriptView()
+        self.transcript.starter_chosen.connect(self._on_starter)
         show_images_from(self.transcript, self.history.folder)
         self.chat_list = ChatList(self.history)
         self.chat_list.picked.connect(self.open_conversation)
@@ -786,8 +789,11 @@ class ChatWindow(QWidget):
         picker = self.model_picker
         picker.blockSignals(True)
         picker.clear()
-        for choice in self.controller.models():
+        choices = self.controller.models()
+        for choice in choices:
             picker.addItem(choice.label, choice.id)
+        # The replies' headers name each model as the picker does.
+        self.transcript.set_model_names({choice.id: choice.label for choice in choices})
         model = self.chat_model
         index = picker.findData(model) if model else -1
         if index >= 0:
@@ -810,6 +816,13 @@ class ChatWindow(QWidget):
                 [],
             )
         self.pending_images.sync()  # attaching images greys out for a model that cannot see
+        self.transcript.set_intro(intro_for(self.controller.choice(model)))
+
+    def _on_starter(self, prompt: str) -> None:
+        """A starter prompt of the empty chat: into the message box, to edit or send."""
+        self.input.setPlainText(prompt)
+        self.input.moveCursor(QTextCursor.MoveOperation.End)
+        self.input.setFocus()
 
     def _on_model_picked(self, index: int) -> None:
         """This chat's model: remembered with the chat, never the default model's switch."""

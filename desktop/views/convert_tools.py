@@ -2,8 +2,9 @@
 
 When conversion cannot run here, why is said as visible text (it was only a disabled button's
 tooltip), beside *Install conversion tools*, which makes the app's conversion environment
-(:mod:`desktop.convert_setup`) with pip's lines as progress, and says a failure and the
-commands to run instead.
+(:mod:`desktop.convert_setup`) with a busy bar, the step and pip's last line as progress, a
+*Cancel* button that kills the running step at once, and says a failure and the commands to
+run instead.
 
 Threading: GUI thread only; the installation runs as a :class:`desktop.jobs.Job`.
 """
@@ -16,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from desktop import convert_setup
 from desktop.jobs import Job
@@ -26,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 INSTALL_LABEL = "Install conversion tools"
 INSTALLING = "Installing the conversion tools (about 1 GB to download, a few minutes)…"
+CANCEL_LABEL = "Cancel"
+CANCELLING = "Cancelling the installation…"
 # (env, report, cancel) -> the interpreter with the tools; tests put a stand-in here.
 Installer = Callable[[Path, Callable[[str], None], threading.Event], Path]
 
@@ -59,10 +69,24 @@ class ConvertTools(QWidget):
             "optimum-intel into it (about 1 GB to download)"
         )
         self.install_button.clicked.connect(self.install)
+        self.cancel_button = QPushButton(CANCEL_LABEL)
+        self.cancel_button.setToolTip("Stop the installation now (pip is stopped at once)")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.hide()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # busy: pip says no total
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumHeight(self.fontMetrics().height() // 2 + 2)
+        self.progress.hide()
+        words = QVBoxLayout()
+        words.setContentsMargins(0, 0, 0, 0)
+        words.addWidget(self.text)
+        words.addWidget(self.progress)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.text, 1)
+        layout.addLayout(words, 1)
         layout.addWidget(self.install_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(self.cancel_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
         app = QCoreApplication.instance()
         if app is not None:
@@ -84,7 +108,10 @@ class ConvertTools(QWidget):
             return
         self.installing = True
         self._cancel.clear()
-        self.install_button.setEnabled(False)
+        self.install_button.hide()
+        self.cancel_button.setEnabled(True)
+        self.cancel_button.show()
+        self.progress.show()
         self.text.setText(INSTALLING)
         self.show()
         env, installer, cancel = self.env, self.installer, self._cancel
@@ -103,21 +130,32 @@ class ConvertTools(QWidget):
         ).run()
 
     def cancel(self) -> None:
-        """Stop an installation (the app quits): pip is killed at its next line."""
+        """Stop an installation (*Cancel*, or the app quits): the running step is killed."""
         self._cancel.set()
+        if self.installing:
+            self.cancel_button.setEnabled(False)
+            self.text.setText(CANCELLING)
 
     def _on_line(self, line: str) -> None:
-        self.text.setText(f"{INSTALLING}\n{line}")
+        if not self._cancel.is_set():
+            self.text.setText(f"{INSTALLING}\n{line}")
+
+    def _ended(self) -> None:
+        self.installing = False
+        self.progress.hide()
+        self.cancel_button.hide()
 
     def _on_installed(self, python: Path) -> None:
-        self.installing = False
+        self._ended()
         self.text.setText(f"The conversion tools are installed ({python}); checking them…")
         self.install_button.hide()
         self.installed.emit(python)
 
     def _on_failed(self, exc: Exception) -> None:
-        self.installing = False
+        self._ended()
         self.text.setText(str(exc) or f"Installing the conversion tools failed: {exc!r}")
-        self.install_button.setText(f"{INSTALL_LABEL} (try again)")
+        again = isinstance(exc, convert_setup.InstallCancelled)
+        self.install_button.setText(INSTALL_LABEL if again else f"{INSTALL_LABEL} (try again)")
         self.install_button.setEnabled(True)
+        self.install_button.show()
         self.show()

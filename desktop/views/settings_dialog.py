@@ -64,6 +64,25 @@ THEME_CHOICES = (
 )
 
 
+# Lines of room kept for the address warning and for a save's error, shown or not, so the
+# dialog neither resizes nor moves its buttons as they come and go (issue 28, defect 12).
+LOOPBACK_HINT = (
+    "Only this computer can reach the server. 0.0.0.0 serves your network (it then needs an "
+    "API key)."
+)
+WARNING_LINES = 3  # two at most on a wide dialog, three at the narrowest
+ERROR_LINES = 3
+
+
+def _reserve(label: QLabel, lines: int) -> None:
+    """Keep ``lines`` lines of room for ``label`` whether it shows or not."""
+    policy = label.sizePolicy()
+    policy.setRetainSizeWhenHidden(True)
+    label.setSizePolicy(policy)
+    label.setMinimumHeight(lines * label.fontMetrics().lineSpacing())
+    label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+
+
 class PathLabel(QLabel):
     """A folder path that fits its width: elided in the middle, whole in the tooltip."""
 
@@ -113,6 +132,7 @@ class SettingsDialog(QDialog):
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setProperty("role", "error")  # coloured by desktop.theme
+        _reserve(self.error, ERROR_LINES)
         self.error.hide()
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
@@ -155,6 +175,7 @@ class SettingsDialog(QDialog):
         self.warning = QLabel()
         self.warning.setWordWrap(True)
         self.warning.setProperty("role", "warning")  # coloured by desktop.theme
+        _reserve(self.warning, WARNING_LINES)
         form.addRow("", self.warning)
         extra = [o for o in settings.allowed_origins if o not in DEFAULT_ALLOWED_ORIGINS]
         self.origins = QPlainTextEdit("\n".join(extra))
@@ -260,9 +281,17 @@ class SettingsDialog(QDialog):
         if host and not is_loopback_host(host):
             need = "" if self.api_key.text().strip() else " Set an API key first (required)."
             self.warning.setText(f"{host} makes the server reachable from other computers.{need}")
-            self.warning.show()
+            role = "warning"
         else:
-            self.warning.hide()
+            # Never hidden: a form layout drops a hidden row's room whatever the size policy
+            # says, and the rows below would move up and down. The room says what the
+            # address does instead.
+            self.warning.setText(LOOPBACK_HINT)
+            role = ""
+        if self.warning.property("role") != role:
+            self.warning.setProperty("role", role)  # coloured by desktop.theme when "warning"
+            self.warning.style().unpolish(self.warning)
+            self.warning.style().polish(self.warning)
         self.grow_to_fit()
 
     def _on_show_key(self, shown: bool) -> None:
@@ -297,17 +326,22 @@ class SettingsDialog(QDialog):
         self.grow_to_fit()
 
     def grow_to_fit(self) -> None:
-        """Take the height the rows need now (a warning or an error came or went), wrapped
-        lines included, but no more than the screen has."""
+        """Take the height the rows need (wrapped lines included, no more than the screen
+        has). The warning's and the error's room is kept while they are hidden, so once
+        the dialog shows it only ever grows, for a message longer than that room: never
+        narrower, never shorter, its buttons where they were."""
         layout = self.layout()
         if layout is None:
             return
         layout.activate()
         area = available_area(self)
-        current = self.width() if self.isVisible() else 0  # a new window's width means nothing
-        width = min(max(current, self.sizeHint().width()), area.width())
+        shown = self.isVisible()  # a new window's size means nothing
+        width = self.width() if shown else self.sizeHint().width()
+        width = min(max(width, layout.totalMinimumSize().width()), area.width())
         height = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() else -1
         height = max(height, layout.totalMinimumSize().height(), self.sizeHint().height())
+        if shown:
+            height = max(height, self.height())
         self.resize(width, min(height, area.height()))
 
     # ---- saving ------------------------------------------------------------------------

@@ -66,6 +66,13 @@ class Sparkline(QWidget):
         painter.end()
 
 
+def speculation_text(kind: str, share: float) -> str:
+    """The strip's words for speculative decoding's share of a reply ("N % guessed" read as
+    jargon): where the accepted tokens came from."""
+    source = "the prompt" if kind == "prompt_lookup" else "the draft model"
+    return f"{share:.0%} from {source}"
+
+
 class StatusStrip(QWidget):
     """Live figures under the chat. ``worker_pids`` tells it which engine processes to
     measure: every loaded model's worker."""
@@ -180,10 +187,14 @@ class StatusStrip(QWidget):
         share = self.accepted_share
         self.speculation_label.setVisible(share is not None)
         if share is not None:
-            kind = "prompt lookup" if self.speculation == "prompt_lookup" else "draft model"
-            self.speculation_label.setText(f"{share:.0%} guessed")
+            self.speculation_label.setText(speculation_text(self.speculation, share))
+            source = (
+                "looked up in the prompt"
+                if self.speculation == "prompt_lookup"
+                else "written ahead by the draft model"
+            )
             self.speculation_label.setToolTip(
-                f"Speculative decoding ({kind}): {share:.0%} of the last reply's tokens were "
-                "guessed ahead and accepted by the model"
+                f"Speculative decoding: {share:.0%} of the last reply's tokens were {source} "
+                "and accepted by the model, which makes replies faster (the text is the same)"
             )
         self.sparkline.update()

@@ -69,6 +69,15 @@ class UnloadEvent:
         <what happened>" for a crash or hang)."""
         if self.reason == "crashed":
             return f"{self.model_id} stopped: {self.message}"
+        if self.reason == "requested":
+            # The words say how ("unloaded from the tray", "moving to GPU"); once, never
+            # "was unloaded: unloaded on request (unloaded from the tray)".
+            how = self.message.removeprefix("unloaded").strip()
+            if not how:
+                return f"{self.model_id} was unloaded on request"
+            if how.startswith(("from ", "by ")):
+                return f"{self.model_id} was unloaded {how}"
+            return f"{self.model_id} was unloaded: {how}"
         why = {
             "idle": "idle",
             "keep_alive": "keep_alive 0",

@@ -27,7 +27,7 @@ from desktop.chat_session import ChatSession, EditStarted, RemoveFailed
 from desktop.history import ChatMessage, Conversation
 from desktop.views.chat_window import ChatWindow
 from desktop.views.message_actions import MessageActions, editing_notice
-from desktop.views.transcript import TranscriptView, render_transcript
+from desktop.views.transcript import TranscriptView, boxes_in, render_transcript
 from engine.supervisor.states import READY
 from tests.desktop.conftest import LONG_REPLY
 from tests.desktop.test_chat_session import stats
@@ -73,7 +73,7 @@ def test_an_empty_thinking_shows_no_thought_box(qapp: QApplication) -> None:
     document = QTextDocument()
     render_transcript(document, [ChatMessage(role="user", content="Hi"), saved], actions=False)
     assert "Thought" not in document.toPlainText()
-    assert document.rootFrame().childFrames() == []  # no box
+    assert boxes_in(document) == []  # no box
 
 
 def test_the_edit_notice_says_what_sending_does_with_plurals() -> None:

@@ -22,6 +22,7 @@ from pytestqt.qtbot import QtBot
 from desktop.app import DesktopApp
 from desktop.chat import ChatOptions
 from desktop.views.chat_window import ChatWindow
+from desktop.views.transcript import boxes_in
 from engine.worker.messages import SamplingParams
 from tests.conftest import dialogue
 
@@ -44,8 +45,8 @@ def click_text(qtbot: QtBot, view: QTextBrowser, text: str) -> None:
 
 
 def boxes(view: QTextBrowser) -> list[str]:
-    """The text of each shaded box (a frame) in the transcript."""
-    return [_frame_text(frame) for frame in view.document().rootFrame().childFrames()]
+    """The text of each shaded box (a frame inside a turn's card) in the transcript."""
+    return [_frame_text(frame) for frame in boxes_in(view.document())]
 
 
 def _frame_text(frame: QTextFrame) -> str:

@@ -24,7 +24,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop import convert_setup
 from desktop.app import DesktopApp
-from desktop.views.convert_tools import INSTALL_LABEL
+from desktop.views.convert_tools import CANCELLING, INSTALL_LABEL
 from desktop.views.model_manager import CHECKING_TOOLS
 
 
@@ -94,3 +94,113 @@ def test_a_failed_installation_says_what_to_run(tmp_path: Path) -> None:
     assert message.endswith(convert_setup.manual_text(env, wanted))
     assert f"-m venv {env} && " in message and "torch==2.13.0" in message
     assert lines[0] == f"Step 1 of 3: {sys.executable} -m venv {env}…"
+
+
+def test_the_installation_shows_progress_and_cancel_stops_it(
+    qtbot: QtBot, desktop: DesktopApp
+) -> None:
+    """While it installs, a busy bar and *Cancel* show (the install button goes); *Cancel*
+    ends it at once and offers the installation again. The stand-in installer runs until it
+    is cancelled, as pip downloading torch would."""
+    dialog = desktop.models_dialog()
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.convert_problem != CHECKING_TOOLS, timeout=30000)
+    tools = dialog.tools
+    reached = threading.Event()
+
+    def runs_until_cancelled(
+        env: Path, report: Callable[[str], None], cancel: threading.Event
+    ) -> Path:
+        report("Downloading torch-2.13.0 (190 MB)")
+        reached.set()
+        if not cancel.wait(60):
+            raise AssertionError("never cancelled")
+        raise convert_setup.InstallCancelled("Installing the conversion tools was cancelled.")
+
+    tools.installer = runs_until_cancelled
+    tools.install_button.click()
+    assert tools.installing
+    qtbot.waitUntil(lambda: "Downloading torch" in tools.text.text(), timeout=30000)
+    assert tools.progress.isVisible() and tools.cancel_button.isVisible()
+    assert not tools.install_button.isVisible()
+    assert reached.is_set()
+    tools.cancel_button.click()
+    assert tools.text.text() == CANCELLING
+    qtbot.waitUntil(lambda: not tools.installing, timeout=30000)
+    assert "cancelled" in tools.text.text()
+    assert not tools.progress.isVisible() and not tools.cancel_button.isVisible()
+    assert tools.install_button.isVisible() and tools.install_button.text() == INSTALL_LABEL
+    assert not dialog.convert_button.isEnabled()
+
+
+def test_cancel_kills_a_silent_step_at_once(tmp_path: Path) -> None:
+    """pip prints nothing for minutes while it downloads torch without a terminal: cancel
+    must kill the step then, not at its next line. The step here is a child that says it
+    started and then waits silently for 10 minutes."""
+    cancel, started = threading.Event(), threading.Event()
+    lines: list[str] = []
+
+    def report(line: str) -> None:
+        lines.append(line)
+        started.set()
+
+    silent = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"]
+    result: list[list[str] | None] = []
+    runner = threading.Thread(
+        target=lambda: result.append(convert_setup._run(silent, report, cancel))
+    )
+    runner.start()
+    assert started.wait(60)
+    cancel.set()
+    runner.join(120)
+    assert not runner.is_alive(), "the silent step was not killed"
+    assert result == [["started", convert_setup.CANCELLED]]
+
+
+def test_a_cancelled_installation_starts_no_step(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    lines: list[str] = []
+    with pytest.raises(convert_setup.InstallCancelled):
+        convert_setup.install(tmp_path / "env", lines.append, wanted=["nothing"], cancel=cancel)
+    assert lines == [] and not (tmp_path / "env").exists()
+
+
+def test_quitting_while_it_installs_asks_first(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28, defect 12: quitting mid-download (or mid-installation) gave no warning.
+    Now Quit asks; No keeps the work running."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    assert desktop.running_work() is None
+    dialog = desktop.models_dialog()
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.convert_problem != CHECKING_TOOLS, timeout=30000)
+    tools = dialog.tools
+
+    def runs_until_cancelled(
+        env: Path, report: Callable[[str], None], cancel: threading.Event
+    ) -> Path:
+        cancel.wait(60)
+        raise convert_setup.InstallCancelled("cancelled")
+
+    tools.installer = runs_until_cancelled
+    tools.install_button.click()
+    assert desktop.running_work() == "Installing the conversion tools"
+    asked: list[str] = []
+
+    def answer_no() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(10, answer_no)
+            return
+        asked.append(box.text())
+        box.button(QMessageBox.StandardButton.No).click()
+
+    QTimer.singleShot(0, answer_no)
+    desktop.quit()
+    assert asked and asked[0].startswith("Installing the conversion tools is still running")
+    assert tools.installing  # not quit, not cancelled
+    tools.cancel_button.click()
+    qtbot.waitUntil(lambda: not tools.installing, timeout=30000)
+    assert desktop.running_work() is None

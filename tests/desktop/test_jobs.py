@@ -263,3 +263,28 @@ def test_a_job_dropped_at_shutdown_calls_nothing(
     drain(qtbot, tasks)
     assert dropped == []
     assert not caplog.records
+
+
+def test_a_report_after_qt_deleted_the_manager_is_dropped(qtbot: QtBot) -> None:
+    """Issue 28, defect 12: quitting mid-download logged ``RuntimeError: Signal source has
+    been deleted`` from the download's thread, reporting progress after the app's objects
+    were gone. The late report is dropped now, from any thread, without an error."""
+    import shiboken6
+
+    tasks = TaskManager(max_workers=1)
+    ran: list[int] = []
+    failures: list[BaseException] = []
+    tasks.shutdown()
+    shiboken6.delete(tasks)  # what Qt does to the app's objects as it quits
+
+    def late_report() -> None:  # the download's thread, still running
+        try:
+            tasks.run_on_main(lambda: ran.append(1))
+            tasks.run_on_main(lambda: ran.append(2))
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=late_report)
+    thread.start()
+    thread.join(30)
+    assert failures == [] and ran == []

@@ -23,7 +23,7 @@ from desktop.autostart import (
     launch_command,
     set_enabled,
 )
-from desktop.views.settings_dialog import SettingsDialog
+from desktop.views.settings_dialog import LOOPBACK_HINT, SettingsDialog
 from engine.settings import SettingsError, load_settings, save_config
 
 
@@ -395,3 +395,35 @@ def test_window_titles_name_sidelight_once(desktop: DesktopApp) -> None:
     assert len(shown) >= 4, shown
     for title in shown:
         assert title.count("Sidelight") == 1, title
+
+
+def test_warnings_coming_and_going_move_nothing(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28, defect 12: the dialog resized and moved its buttons as the address
+    warning and a save's error came and went (on this small screen it cannot grow: the
+    rows below the warning moved instead). Their room is kept now."""
+    dialog = open_settings(desktop)
+    qtbot.waitExposed(dialog)
+    qtbot.wait(10)  # the layout settles
+    size = dialog.size()
+    place = dialog.buttons.mapTo(dialog, QPoint(0, 0))
+
+    def rows() -> list[QPoint]:
+        return [w.mapTo(dialog, QPoint(0, 0)) for w in (dialog.api_key, dialog.origins)]
+
+    where = rows()
+    assert dialog.warning.text() == LOOPBACK_HINT and dialog.error.isHidden()
+
+    dialog.host.setText("0.0.0.0")  # the two-line warning appears
+    assert dialog.warning.isVisible() and "other computers" in dialog.warning.text()
+    qtbot.wait(10)  # the layout settles
+    assert rows() == where
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.save()  # refused (no API key): the error under the rows
+    assert not dialog.error.isHidden() and "API key" in dialog.error.text()
+    qtbot.wait(10)
+    assert rows() == where
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.host.setText("127.0.0.1")  # both go
+    assert dialog.warning.text() == LOOPBACK_HINT and dialog.error.isHidden()
+    assert dialog.size() == size and dialog.buttons.mapTo(dialog, QPoint(0, 0)) == place
+    dialog.reject()

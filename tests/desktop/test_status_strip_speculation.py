@@ -10,13 +10,13 @@ from __future__ import annotations
 from pytestqt.qtbot import QtBot
 
 from desktop.chat import ReplyStats
-from desktop.views.status_strip import StatusStrip
+from desktop.views.status_strip import StatusStrip, speculation_text
 from engine.server.pipeline.run import _done
 from engine.worker.messages import SamplingParams
 from tests.engine.test_speculation import _load, _run
 
 
-def test_the_strip_shows_the_share_of_guessed_tokens(qtbot: QtBot) -> None:
+def test_the_strip_shows_the_share_of_speculated_tokens(qtbot: QtBot) -> None:
     backend = _load(prompt_lookup=True)
     try:
         reply, _ = _run(backend, messages=[{"role": "user", "content": "Hello"}], max_tokens=40)
@@ -33,8 +33,10 @@ def test_the_strip_shows_the_share_of_guessed_tokens(qtbot: QtBot) -> None:
     qtbot.addWidget(strip)
     strip.set_speculation(stats.speculation, stats.accepted_tokens, stats.completion_tokens)
     share = stats.accepted_tokens / stats.completion_tokens
-    assert strip.speculation_label.text() == f"{share:.0%} guessed"
-    assert "prompt lookup" in strip.speculation_label.toolTip()
+    # Where the tokens came from, in plain words ("N % guessed" read as jargon).
+    assert strip.speculation_label.text() == f"{share:.0%} from the prompt"
+    assert "guessed" not in strip.speculation_label.text()
+    assert "looked up in the prompt" in strip.speculation_label.toolTip()
     assert not strip.speculation_label.isHidden()
 
     strip.set_speculation("off", 0, 40)  # a pipeline without speculation: nothing to show
@@ -42,3 +44,7 @@ def test_the_strip_shows_the_share_of_guessed_tokens(qtbot: QtBot) -> None:
     strip.set_speculation(stats.speculation, stats.accepted_tokens, stats.completion_tokens)
     strip.reset_reply()
     assert strip.speculation_label.isHidden()
+
+
+def test_the_draft_models_share_is_named() -> None:
+    assert speculation_text("draft", 0.25) == "25% from the draft model"

@@ -141,9 +141,12 @@ def test_windows_follow_the_system_and_the_setting(qtbot: QtBot, desktop: Deskto
 
     hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
     assert desktop.theme.scheme == "dark"
-    for window in (chat, models, chat.transcript):
+    for window in (chat, models):
         assert window.palette().color(QPalette.ColorRole.Base) == DARK.qcolor("base")
         assert window.palette().color(QPalette.ColorRole.Window) == DARK.qcolor("window")
+    # The transcript's page under its cards (the theme's style sheet names it).
+    page = chat.transcript.palette().color(QPalette.ColorRole.Base)
+    assert page == DARK.qcolor("transcript_background")
     assert thinking_colour(desktop) == DARK.qcolor("thinking_text")
     assert "#3a3216" in QGuiApplication.instance().styleSheet()  # type: ignore[union-attr]
     chat.notice.label.ensurePolished()

@@ -40,6 +40,7 @@ def test_menu_shows_state_url_and_copies_the_base_url(qtbot: QtBot, desktop: Des
     assert entries[1] == f"Copy API URL  {url}"
     assert entries[2:] == [
         "Models",
+        "In memory",  # the demo model is loaded: beside Models, not inside it
         "Device",
         "Download models…",
         "Open chat",

@@ -56,3 +56,17 @@ def test_tray_lists_loaded_models_and_unloads_one(
     )
     assert set(_entries(menu)) == others
     assert desktop.controller.status.state == "ready"  # the chat model was not touched
+
+
+def test_in_memory_opens_beside_models_not_over_it(qtbot: QtBot, desktop: DesktopApp) -> None:
+    """Issue 28, defect 12: *In memory* was a submenu of *Models*; with the tray at a
+    screen edge, Models opens leftwards and In memory had only the room over its parent.
+    It is now an entry of the tray menu itself, beside Models."""
+    menu = desktop.tray.menu
+    menu.aboutToShow.emit()
+    assert desktop.controller.loaded_models()  # the demo model, at least
+    top = menu.actions()
+    assert menu.loaded_menu.menuAction() in top
+    assert top.index(menu.loaded_menu.menuAction()) == top.index(menu.models_menu.menuAction()) + 1
+    assert menu.loaded_menu.menuAction() not in menu.models_menu.actions()
+    assert menu.loaded_menu.parent() is menu

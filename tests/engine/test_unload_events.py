@@ -120,3 +120,14 @@ def test_the_recent_list_is_bounded() -> None:
     for n in range(5):
         log.record(f"m{n}", "idle", "idle")
     assert [e.model_id for e in log.recent()] == ["m2", "m3", "m4"]
+
+
+def test_an_unload_by_hand_says_how_once() -> None:
+    """Issue 28, defect 12: the tray read "unloaded: unloaded on request (unloaded fro…"."""
+    tray = UnloadEvent("qwen3-4b", "requested", "unloaded from the tray", 0.0)
+    assert tray.text() == "qwen3-4b was unloaded from the tray"
+    assert UnloadEvent("m", "requested", "unloaded", 0.0).text() == "m was unloaded on request"
+    moved = UnloadEvent("m", "requested", "the model folder changed", 0.0)
+    assert moved.text() == "m was unloaded: the model folder changed"
+    idle = UnloadEvent("m", "idle", "idle", 0.0)
+    assert idle.text() == "m was unloaded: idle"
