@@ -46,7 +46,15 @@ from engine.server.runner import PortInUseError
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import MoveProgress, pending_move
-from engine.supervisor.states import ERROR, LOADING, READY, EngineStatus, LoadedModel
+from engine.supervisor.states import (
+    ERROR,
+    LOADING,
+    READY,
+    EngineStatus,
+    EngineUnavailable,
+    LoadedModel,
+    NoRoom,
+)
 from engine.supervisor.unloads import UnloadEvent
 
 logger = logging.getLogger(__name__)
@@ -523,6 +531,35 @@ class Controller(QObject):
 
         # No failure handler: an error is a bug, logged with its traceback, nothing said.
         Job(self.tasks, unload, what=f"unload {model_id}", success=done, expected=()).run()
+
+    def reload_model(self, model_id: str) -> None:
+        """Load ``model_id`` again with its saved settings when it is loaded (a load setting
+        changed in the model manager); returns at once. The tray's model reloads as a pick
+        in the tray would; another loaded model through the scheduler, whose acquire
+        reloads a model loaded with other settings (a request in flight keeps it as it is)."""
+        if model_id == self.active_model_id:
+            self.select_model(model_id)
+            return
+        loaded = next((m for m in self.loaded_models() if m.id == model_id), None)
+        if loaded is None:
+            return
+        scheduler, store = self.runtime.scheduler, self.store
+
+        def reload() -> None:  # a pool thread
+            spec = store.spec(model_id)
+            scheduler.acquire(spec, spec.prefs.device or loaded.device)
+
+        def failed(exc: Exception) -> None:
+            self.notify.emit(f"Cannot reload {model_id}", str(exc), True)
+
+        Job(
+            self.tasks,
+            reload,
+            what=f"reload {model_id}",
+            success=lambda _none: self.models_changed.emit(),
+            failure=failed,
+            expected=(ModelError, StoreError, OSError, NoRoom, EngineUnavailable),
+        ).run()
 
     def select_device(self, device: str) -> None:
         """Reload the active (or last) model on ``device``."""
