@@ -23,9 +23,8 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
+    QGridLayout,
+        QLabel,
     QLineEdit,
     QVBoxLayout,
     QWidget,
@@ -129,7 +128,8 @@ class ModelSettingsDialog(QDialog):
         self.error.setMinimumHeight(self.fontMetrics().lineSpacing() * 2)  # no jumping
         self.fields: dict[str, QLineEdit] = {}
         self.default_labels: dict[str, QLabel] = {}
-        form = QFormLayout()
+        form = QGridLayout()
+        form.setColumnStretch(1, 1)
         for key, label, hint in TEXT_FIELDS[:2]:
             self._add_text(form, key, label, hint)
         self.device = QComboBox()
@@ -148,7 +148,7 @@ class ModelSettingsDialog(QDialog):
         self._add_choice(form, "kv_cache_precision", self.kv_precision, None)
         self._select(self.kv_precision, self.current.kv_cache_precision)
         sampling = QLabel("<b>Sampling defaults</b> (for requests that leave a value out)")
-        form.addRow(sampling)
+        form.addWidget(sampling, form.rowCount(), 0, 1, 3)
         for key, label, hint in TEXT_FIELDS[2:]:
             self._add_text(form, key, label, hint)
 
@@ -171,7 +171,7 @@ class ModelSettingsDialog(QDialog):
 
     # ---- building ------------------------------------------------------------------------
 
-    def _add_text(self, form: QFormLayout, key: str, label: str, hint: str) -> None:
+    def _add_text(self, form: QGridLayout, key: str, label: str, hint: str) -> None:
         edit = QLineEdit(_value_text(getattr(self.current, key)))
         edit.setPlaceholderText(hint)
         edit.setObjectName(key)
@@ -179,20 +179,20 @@ class ModelSettingsDialog(QDialog):
         self.fields[key] = edit
         self._row(form, key, label, edit)
 
-    def _add_choice(self, form: QFormLayout, key: str, box: QComboBox, value: str | None) -> None:
+    def _add_choice(self, form: QGridLayout, key: str, box: QComboBox, value: str | None) -> None:
         box.setObjectName(key)
         box.currentIndexChanged.connect(lambda _index: self._clear_error())
         self._select(box, value)
         self._row(form, key, _LABELS[key], box)
 
-    def _row(self, form: QFormLayout, key: str, label: str, widget: QWidget) -> None:
+    def _row(self, form: QGridLayout, key: str, label: str, widget: QWidget) -> None:
         default = QLabel(f"default: {default_text(key, self.defaults)}")
         default.setEnabled(False)  # the palette's muted text, in both themes
         self.default_labels[key] = default
-        row = QHBoxLayout()
-        row.addWidget(widget, 1)
-        row.addWidget(default)
-        form.addRow(label, row)
+        row = form.rowCount()
+        form.addWidget(QLabel(label), row, 0)
+        form.addWidget(widget, row, 1)
+        form.addWidget(default, row, 2)
 
     def _select(self, box: QComboBox, value: str | None) -> None:
         index = box.findData(value)
@@ -263,8 +263,10 @@ class ModelSettingsDialog(QDialog):
         self.accept()
 
     def _show_error(self, exc: PrefsError) -> None:
-        label = _LABELS.get(exc.field or "", exc.field or "")
-        self.error.setText(f"Not saved. {label}: {exc}" if label else f"Not saved: {exc}")
+        field = exc.field or ""
+        label = _LABELS.get(field, field)
+        words = str(exc).removeprefix(f"{field}: ") if field else str(exc)
+        self.error.setText(f"Not saved. {label}: {words}" if label else f"Not saved: {words}")
         widget = self.fields.get(exc.field or "")
         if widget is not None:
             widget.setFocus()
