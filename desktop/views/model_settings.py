@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QGridLayout,
-        QLabel,
+    QLabel,
     QLineEdit,
     QVBoxLayout,
     QWidget,
