@@ -33,6 +33,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.jobs import Job
+from desktop.log_tail import log_tail
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
@@ -220,6 +221,7 @@ class Controller(QObject):
 
     def start(self) -> None:
         """Start the engine, the HTTP server and device discovery; load the last model."""
+        log_tail()  # the server view's live log keeps the lines from here on
         self._activity_timer.start()
         if self.devices is None:
             Job(
@@ -403,6 +405,24 @@ class Controller(QObject):
             success=self._on_server_started,
             failure=self._server_not_started,
             expected=_SERVER_ERRORS,
+        ).run()
+
+    def stop_server(self) -> None:
+        """Stop the HTTP server (the server view's switch), off the GUI thread; the chat
+        window keeps working (it does not go through HTTP). :meth:`start_server` starts it
+        again with the current settings."""
+
+        def stopped(_none: None) -> None:
+            self.server_url, self.server_error = None, None
+            logger.info("the server was stopped; apps cannot reach Sidelight until it starts")
+            self.server_changed.emit()
+
+        Job(
+            self.tasks,
+            self.runtime.stop_server,
+            what="stop the server",
+            success=stopped,
+            expected=(),  # a failure is a bug: logged with its traceback
         ).run()
 
     def _on_server_started(self, url: str) -> None:
