@@ -39,6 +39,8 @@ from desktop.history import (
     Role,
     ToolCallRecord,
     sent_to_model,
+    show_version,
+    with_new_version,
 )
 from engine.parsing import ToolCall
 from engine.server.errors import APIError
@@ -53,6 +55,14 @@ class Regenerate:
     """Answer again the question before reply ``index``."""
 
     index: int
+
+
+@dataclass(frozen=True)
+class ShowVersion:
+    """Show another version of reply ``index``: ``step`` -1 the one before, +1 the next."""
+
+    index: int
+    step: int
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,7 @@ class NewChat:
 
 Intent = (
     Regenerate
+    | ShowVersion
     | Edit
     | CancelEdit
     | Delete
@@ -253,6 +264,9 @@ class ChatSession:
         self.editing: int | None = None  # the message whose text is in the message box
         self.dropping = False  # "drop the oldest turns" retries until the message fits
         self.last_stats: ReplyStats | None = None
+        # The reply being regenerated, out of the chat while its new version streams: the
+        # new one joins it as its latest version, or it comes back when none came.
+        self.regenerating: ChatMessage | None = None
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -368,16 +382,20 @@ class ChatSession:
             )
             if reply.reasoning:
                 partial["thinking"] = reply.reasoning
-            self.messages.append(partial)
+            self.messages.append(self._as_version(partial))
             self.conversation.model = reply.model
             self.messages.append(ChatMessage(role="error", content=message))
             reply.refusal = refusal
             reply.interrupted = True
             return refusal
-        for entry in reversed(self.messages):
-            if entry["role"] == "user":
-                entry["failed"] = True
-                break
+        if self.regenerating is not None:  # the question was answered before: that stays
+            self.messages.append(self.regenerating)
+            self.regenerating = None
+        else:
+            for entry in reversed(self.messages):
+                if entry["role"] == "user":
+                    entry["failed"] = True
+                    break
         self.messages.append(ChatMessage(role="error", content=message))
         if self.reply is not None:
             self.reply.refusal = refusal
@@ -397,6 +415,9 @@ class ChatSession:
         if reply is None:
             return Finished(None)
         reply.state = "answered" if reply.finished is not None else "failed"
+        if self.regenerating is not None and reply.finished is None:
+            self.messages.append(self.regenerating)  # no new version came: the old one stays
+            self.regenerating = None
         stats = None
         if reply.finished is not None:
             self._take_answer(reply, reply.finished)
@@ -437,15 +458,35 @@ class ChatSession:
         figures = reply.figures
         if figures is not None:
             message["figures"] = figures
-        self.messages.append(message)
+        self.messages.append(self._as_version(message))
         self.conversation.model = reply.model
+
+    def _as_version(self, message: ChatMessage) -> ChatMessage:
+        """``message`` as the newest version of the reply being regenerated, if one is."""
+        former, self.regenerating = self.regenerating, None
+        return message if former is None else with_new_version(former, message)
 
     # ---- the message actions -------------------------------------------------------------
 
+    def show_version(self, index: int, step: int) -> bool:
+        """Show the version ``step`` away of reply ``index`` (the chat continues from the
+        one shown); False when busy or there is none."""
+        messages = self.messages
+        if self.busy or not 0 <= index < len(messages):
+            return False
+        message = messages[index]
+        versions = message.get("versions", [])
+        number = message.get("version", 0) + step
+        if message["role"] != "assistant" or not 0 <= number < len(versions):
+            return False
+        messages[index] = show_version(message, number)
+        return True
+
     def regenerate(self, index: int) -> bool:
         """Answer again the user message before reply ``index``; True when a reply should
-        start now. The last reply is replaced; an earlier one is kept greyed with everything
-        after it, and the question is asked again at the end."""
+        start now. The last reply gets a new version (the old ones stay, "1/2"); an
+        earlier one is kept greyed with everything after it, and the question is asked
+        again at the end."""
         messages = self.messages
         if self.busy or not 0 <= index < len(messages) or messages[index]["role"] != "assistant":
             return False
@@ -453,7 +494,7 @@ class ChatSession:
         if asked is None:
             return False
         if index == len(messages) - 1:
-            del messages[index]
+            self.regenerating = messages.pop(index)
         else:
             question = copy.deepcopy(messages[asked])
             question.pop("dropped", None)

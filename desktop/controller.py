@@ -33,6 +33,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.jobs import Job
+from desktop.log_tail import log_tail
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
@@ -47,7 +48,15 @@ from engine.server.runner import PortInUseError
 from engine.settings import Settings, save_config
 from engine.store import ModelStore, StoreError
 from engine.store.relocate import MoveProgress, pending_move
-from engine.supervisor.states import ERROR, LOADING, READY, EngineStatus, LoadedModel
+from engine.supervisor.states import (
+    ERROR,
+    LOADING,
+    READY,
+    EngineStatus,
+    EngineUnavailable,
+    LoadedModel,
+    NoRoom,
+)
 from engine.supervisor.unloads import UnloadEvent
 
 logger = logging.getLogger(__name__)
@@ -233,6 +242,7 @@ class Controller(QObject):
 
     def start(self) -> None:
         """Start the engine, the HTTP server and device discovery; load the last model."""
+        log_tail()  # the server view's live log keeps the lines from here on
         self._activity_timer.start()
         self.runtime.remotes.start()  # idempotent: also when the engine is borrowed (tests)
         if self.devices is None:
@@ -419,6 +429,24 @@ class Controller(QObject):
             expected=_SERVER_ERRORS,
         ).run()
 
+    def stop_server(self) -> None:
+        """Stop the HTTP server (the server view's switch), off the GUI thread; the chat
+        window keeps working (it does not go through HTTP). :meth:`start_server` starts it
+        again with the current settings."""
+
+        def stopped(_none: None) -> None:
+            self.server_url, self.server_error = None, None
+            logger.info("the server was stopped; apps cannot reach Sidelight until it starts")
+            self.server_changed.emit()
+
+        Job(
+            self.tasks,
+            self.runtime.stop_server,
+            what="stop the server",
+            success=stopped,
+            expected=(),  # a failure is a bug: logged with its traceback
+        ).run()
+
     def _on_server_started(self, url: str) -> None:
         self.server_url, self.server_error = url, None
         logger.info("serving on %s/v1", self.server_url)
@@ -559,6 +587,35 @@ class Controller(QObject):
 
         # No failure handler: an error is a bug, logged with its traceback, nothing said.
         Job(self.tasks, unload, what=f"unload {model_id}", success=done, expected=()).run()
+
+    def reload_model(self, model_id: str) -> None:
+        """Load ``model_id`` again with its saved settings when it is loaded (a load setting
+        changed in the model manager); returns at once. The tray's model reloads as a pick
+        in the tray would; another loaded model through the scheduler, whose acquire
+        reloads a model loaded with other settings (a request in flight keeps it as it is)."""
+        if model_id == self.active_model_id:
+            self.select_model(model_id)
+            return
+        loaded = next((m for m in self.loaded_models() if m.id == model_id), None)
+        if loaded is None:
+            return
+        scheduler, store = self.runtime.scheduler, self.store
+
+        def reload() -> None:  # a pool thread
+            spec = store.spec(model_id)
+            scheduler.acquire(spec, spec.prefs.device or loaded.device)
+
+        def failed(exc: Exception) -> None:
+            self.notify.emit(f"Cannot reload {model_id}", str(exc), True)
+
+        Job(
+            self.tasks,
+            reload,
+            what=f"reload {model_id}",
+            success=lambda _none: self.models_changed.emit(),
+            failure=failed,
+            expected=(ModelError, StoreError, OSError, NoRoom, EngineUnavailable),
+        ).run()
 
     def select_device(self, device: str) -> None:
         """Reload the active (or last) model on ``device``."""

@@ -12,6 +12,7 @@ way the pipeline takes them (``reasoning_content``, ``tool_calls``), never insid
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -106,6 +107,62 @@ class ChatMessage(TypedDict):
     figures: NotRequired[ReplyFigures]  # assistant: tokens, tokens/s, time to first token
     attachments: NotRequired[list[Attachment]]  # user: files sent with the message
     images: NotRequired[list[ImageRecord]]  # user: images sent with the message
+    # assistant: every version of the reply (Regenerate keeps the earlier ones), each a
+    # message of its own without these two keys; ``version`` is the one shown, whose fields
+    # are the message's own (what is sent on). Absent: the reply has one version.
+    versions: NotRequired[list[ChatMessage]]
+    version: NotRequired[int]
+
+
+# A message's place in the chat, not one version's: it stays when the version shown changes.
+_PLACE_KEYS = ("dropped",)
+_VERSION_KEYS = ("versions", "version")
+
+
+def reply_versions(message: ChatMessage) -> list[ChatMessage]:
+    """Every version of a reply, the one shown as it is now (one for a reply never
+    regenerated); each without the place and version keys."""
+    shown = _one_version(message)
+    versions = [copy.deepcopy(v) for v in message.get("versions", [])]
+    if not versions:
+        return [shown]
+    versions[min(max(message.get("version", 0), 0), len(versions) - 1)] = shown
+    return versions
+
+
+def with_new_version(former: ChatMessage, new: ChatMessage) -> ChatMessage:
+    """``new`` shown as the latest version of the reply ``former`` (Regenerate)."""
+    versions = [*reply_versions(former), _one_version(new)]
+    return _shown(versions, len(versions) - 1, former)
+
+
+def show_version(
+    message: ChatMessage, number: int, place: ChatMessage | None = None
+) -> ChatMessage:
+    """``message`` with its version ``number`` (from 0) shown: that version's fields become
+    the message's, so the chat continues from it. ``place`` (default ``message``) gives the
+    keys of the message's place in the chat (``dropped``)."""
+    return _shown(reply_versions(message), number, place or message)
+
+
+def _shown(versions: list[ChatMessage], number: int, place: ChatMessage) -> ChatMessage:
+    number = min(max(number, 0), len(versions) - 1)
+    shown = copy.deepcopy(versions[number])
+    for key in _PLACE_KEYS:
+        value = place.get(key)
+        if value:
+            shown[key] = value  # type: ignore[literal-required]
+    if len(versions) > 1:
+        shown["versions"] = versions
+        shown["version"] = number
+    return shown
+
+
+def _one_version(message: ChatMessage) -> ChatMessage:
+    version = copy.deepcopy(message)
+    for key in (*_PLACE_KEYS, *_VERSION_KEYS):
+        version.pop(key, None)  # type: ignore[misc]
+    return version
 
 
 def sent_to_model(message: ChatMessage) -> bool:
@@ -266,6 +323,12 @@ def _message(data: dict[str, Any]) -> ChatMessage:
             )
             for i in data["images"]
         ]
+    versions = data.get("versions")
+    if role == "assistant" and isinstance(versions, list) and len(versions) > 1:
+        message["versions"] = [_one_version(_message(v)) for v in versions]
+        number = data.get("version")
+        shown = number if isinstance(number, int) and not isinstance(number, bool) else 0
+        message["version"] = min(max(shown, 0), len(versions) - 1)
     return message
 
 

@@ -19,10 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-KVPrecision = Literal["u8", "f16"]
+KVPrecision = Literal["u8", "f16", "bf16", "f32"]
 LimitedBy = Literal["model", "memory", "unknown"]
 GIB = 1 << 30
-_BYTES: dict[KVPrecision, int] = {"u8": 1, "f16": 2}
+_BYTES: dict[KVPrecision, int] = {"u8": 1, "f16": 2, "bf16": 2, "f32": 4}
 U8_SCALE_BYTES = 8  # a f32 scale and a f32 zero point per head and token, for K and for V
 
 
@@ -69,12 +69,17 @@ def kv_bytes_per_token(dims: KVDims, precision: KVPrecision) -> int:
 
 
 def fit_context(
-    model_limit: int | None, dims: KVDims | None, budget_bytes: int, device: str
+    model_limit: int | None,
+    dims: KVDims | None,
+    budget_bytes: int,
+    device: str,
+    precision_property: object = None,
 ) -> ContextFit:
     """The largest context up to ``model_limit`` whose KV cache fits ``budget_bytes``.
 
     Without dimensions the model's own limit is served (and a cache of the budget); an NPU
-    device is left to its static prompt limit.
+    device is left to its static prompt limit. ``precision_property`` is the load's
+    ``KV_CACHE_PRECISION`` property when one is set (a CPU setting, a model's own).
 
     Raises:
         ValueError: a budget of zero or less (settings validate it before this).
@@ -82,6 +87,9 @@ def fit_context(
     if budget_bytes <= 0:
         raise ValueError("the KV-cache budget must be positive")
     precision = kv_precision_for(device)
+    named = str(precision_property).lower() if precision_property is not None else None
+    if precision is not None and named in _BYTES:
+        precision = named
     if dims is None or precision is None:
         return ContextFit(model_limit, budget_bytes if precision else 0, precision, "unknown")
     per_token = kv_bytes_per_token(dims, precision)

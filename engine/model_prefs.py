@@ -10,6 +10,8 @@ model's ``manifest.json`` (written by ``sidelight model-settings``, the model ma
 - ``keep_alive_seconds``: unload after this long idle (a negative value keeps it loaded); a
   request's own ``keep_alive``/``ttl`` still wins;
 - ``device``: the device it loads on when nothing else names one;
+- ``kv_cache_precision``: the KV cache's element type on the CPU (``u8``, ``f16``, ``bf16``,
+  ``f32``; over the ``cpu_kv_cache_precision`` setting and the self-tune's choice);
 - ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``, ``seed``: the
   sampling of a request that leaves the field out (an explicit value always wins).
 
@@ -29,6 +31,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from engine.settings import KV_CACHE_PRECISIONS
 
 PREFS_FILE: Final = "settings.json"
 MAX_FILE_BYTES: Final = 16 * 1024
@@ -67,6 +71,7 @@ class ModelPrefs:
     context_length: int | None = None
     keep_alive_seconds: float | None = None
     device: str | None = None
+    kv_cache_precision: str | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
@@ -100,6 +105,10 @@ class ModelPrefs:
         """The fields that are set (what ``settings.json`` holds)."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
+    def load_settings(self) -> tuple[Any, ...]:
+        """The values of :data:`LOAD_KEYS` (what a loaded model compares to reload)."""
+        return tuple(getattr(self, key) for key in LOAD_KEYS)
+
     def updated(self, changes: dict[str, Any], *, model_limit: int | None = None) -> ModelPrefs:
         """These prefs with ``changes`` applied (a ``None`` value clears a field).
 
@@ -113,6 +122,10 @@ class ModelPrefs:
 
 
 def _check(key: str, value: Any) -> Any:
+    if key == "kv_cache_precision":
+        if not isinstance(value, str) or value.lower() not in KV_CACHE_PRECISIONS:
+            raise PrefsError(f"{key}: must be one of {', '.join(KV_CACHE_PRECISIONS)}", key)
+        return value.lower()
     if key == "device":
         if not isinstance(value, str) or not _DEVICE.match(value.upper()):
             raise PrefsError("device: must be CPU, GPU, GPU.N or NPU", key)
@@ -167,6 +180,9 @@ def write_prefs(folder: Path, prefs: ModelPrefs) -> None:
     temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)
 
+
+LOAD_KEYS: Final = ("context_length", "device", "kv_cache_precision")
+"""The settings a model is loaded with: a change reloads it (the next load)."""
 
 PREF_KEYS: Final[tuple[str, ...]] = _keys()
 """Every setting's name, in the order ``sidelight settings`` lists them."""

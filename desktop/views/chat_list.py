@@ -1,31 +1,112 @@
-"""``ChatList``: the earlier conversations beside the chat, to reopen, rename or delete.
+"""``ChatList``: the earlier conversations beside the chat, to find, reopen, rename, export
+or delete.
 
-A click (or Enter) opens a chat; F2, a double-click or *Rename* edits its name in place;
-Delete or *Delete…* asks before removing its file.
+Each row has the chat's title and, under it, when it last changed ("14:05", "Yesterday",
+"3 Nov"). The search box above filters the list by title and by the text of the messages
+(every word must be there). A click (or Enter) opens a chat; F2, a double-click or *Rename*
+edits its name in place; Delete or *Delete…* asks before removing its file; the right-click
+menu exports it as Markdown or JSON (:mod:`desktop.chat_export`).
 
 Threading: GUI thread only; renaming and deleting write or remove one small file.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence
+import logging
+import time
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
+    QFileDialog,
     QHBoxLayout,
+    QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMenu,
     QMessageBox,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
-from desktop.history import ChatHistory
+from desktop.chat_export import ExportFormat, export, file_name, matches
+from desktop.history import ChatHistory, Conversation
+
+logger = logging.getLogger(__name__)
 
 _ID = Qt.ItemDataRole.UserRole
+_WHEN = Qt.ItemDataRole.UserRole + 1  # the row's date line
+_PAD = 3  # pixels above and below a row's two lines
 MAX_LISTED = 200
+_EXPORT_FILTERS: dict[ExportFormat, str] = {
+    "markdown": "Markdown (*.md)",
+    "json": "JSON (*.json)",
+}
+
+
+def when_text(stamp: float, today: date | None = None) -> str:
+    """When a chat last changed, as the list says it: the time today, "Yesterday", the
+    day this year, else the day and the year."""
+    moment = datetime.fromtimestamp(stamp)
+    today = today or date.today()
+    if moment.date() == today:
+        return moment.strftime("%H:%M")
+    if moment.date() == today - timedelta(days=1):
+        return "Yesterday"
+    day = str(moment.day)  # no leading zero, on every platform
+    if moment.year == today.year:
+        return f"{day} {moment.strftime('%b')}"
+    return f"{day} {moment.strftime('%b %Y')}"
+
+
+class _TwoLines(QStyledItemDelegate):
+    """A row as the title over a dimmer date line (editing edits the title alone)."""
+
+    def sizeHint(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:
+        size = super().sizeHint(option, index)
+        return QSize(size.width(), size.height() + option.fontMetrics.height() + 2 * _PAD)
+
+    def paint(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        item = QStyleOptionViewItem(option)
+        self.initStyleOption(item, index)
+        title = item.text
+        item.text = ""
+        widget = item.widget
+        style = widget.style() if widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, item, painter, widget)
+        selected = bool(item.state & QStyle.StateFlag.State_Selected)
+        palette = item.palette
+        rect: QRect = item.rect.adjusted(4, _PAD, -4, -_PAD)
+        metrics = item.fontMetrics
+        line = metrics.height()
+        painter.save()
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        painter.setPen(palette.color(role))
+        top = QRect(rect.left(), rect.top(), rect.width(), line)
+        elided = metrics.elidedText(title, Qt.TextElideMode.ElideRight, rect.width())
+        painter.drawText(top, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
+        if not selected:
+            painter.setPen(palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        bottom = QRect(rect.left(), rect.top() + line, rect.width(), line)
+        when = str(index.data(_WHEN) or "")
+        painter.drawText(bottom, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, when)
+        painter.restore()
 
 
 class ChatList(QWidget):
@@ -40,8 +121,21 @@ class ChatList(QWidget):
         self.history = history
         self.current_id: str | None = None
         self.confirmation: QMessageBox | None = None  # the open "Delete?" question
+        self.last_menu: QMenu | None = None  # the context menu open last (tests read it)
+        self.last_export: Path | None = None  # the file the last export wrote (tests read it)
+        self._conversations: list[Conversation] = []  # as read by the last refresh
 
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats")
+        self.search.setToolTip("Show the chats whose title or messages have these words")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _text: self._fill())
+        self.no_match = QLabel("No chat has these words.")
+        self.no_match.setWordWrap(True)
+        self.no_match.setEnabled(False)  # the palette's muted text
+        self.no_match.hide()
         self.list = QListWidget()
+        self.list.setItemDelegate(_TwoLines(self.list))
         self.list.setEditTriggers(
             QAbstractItemView.EditTrigger.EditKeyPressed
             | QAbstractItemView.EditTrigger.DoubleClicked
@@ -65,6 +159,8 @@ class ChatList(QWidget):
         buttons.addWidget(self.delete_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.search)
+        layout.addWidget(self.no_match)
         layout.addWidget(self.list, 1)
         layout.addLayout(buttons)
         self.list.itemSelectionChanged.connect(self._sync_buttons)
@@ -74,12 +170,22 @@ class ChatList(QWidget):
         """Re-read the folder; ``current_id`` (the open chat) is selected."""
         if current_id is not None:
             self.current_id = current_id
+        self._conversations = self.history.list()
+        self._fill()
+
+    def _fill(self) -> None:
+        """Show the chats the search matches (all without one), newest first."""
+        query = self.search.text()
+        shown = [c for c in self._conversations if matches(c, query)][:MAX_LISTED]
+        self.no_match.setVisible(bool(query.strip()) and not shown)
         self.list.blockSignals(True)
         self.list.clear()
-        for conversation in self.history.list()[:MAX_LISTED]:
+        for conversation in shown:
             item = QListWidgetItem(conversation.title)
             item.setData(_ID, conversation.id)
-            item.setToolTip(conversation.title)
+            when = when_text(conversation.updated or time.time())
+            item.setData(_WHEN, when)
+            item.setToolTip(f"{conversation.title}\n{when}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if conversation.id == self.current_id:
@@ -113,6 +219,30 @@ class ChatList(QWidget):
         self.history.save(conversation, touch=False)
         self.refresh()
         self.renamed.emit(conversation_id)
+
+    def export_selected(self, kind: ExportFormat) -> Path | None:
+        """Ask where, then write the selected chat as ``kind``; the file written (None when
+        the person cancelled or it could not be written: then a message says why)."""
+        item = self.list.currentItem()
+        conversation = self.history.get(str(item.data(_ID))) if item is not None else None
+        if conversation is None:
+            return None
+        suggested = str(Path.home() / file_name(conversation, kind))
+        chosen, _ = QFileDialog.getSaveFileName(
+            self, "Export chat", suggested, _EXPORT_FILTERS[kind]
+        )
+        if not chosen:
+            return None
+        try:
+            written = export(conversation, Path(chosen), kind)
+        except OSError as exc:
+            logger.warning("cannot export the chat to %s: %s", chosen, exc)
+            QMessageBox.warning(
+                self, "Export chat", f"Could not write {chosen}: {exc.strerror or exc}"
+            )
+            return None
+        self.last_export = written
+        return written
 
     def delete_selected(self) -> None:
         """Ask, then delete the selected chat (non-blocking: the answer arrives later)."""
@@ -171,5 +301,10 @@ class ChatList(QWidget):
         menu = QMenu(self)
         menu.addAction("Open").triggered.connect(lambda: self._open(item))
         menu.addAction("Rename").triggered.connect(self.rename_selected)
+        menu.addAction("Export as Markdown…").triggered.connect(
+            lambda: self.export_selected("markdown")
+        )
+        menu.addAction("Export as JSON…").triggered.connect(lambda: self.export_selected("json"))
         menu.addAction("Delete…").triggered.connect(self.delete_selected)
         menu.popup(self.list.viewport().mapToGlobal(position))
+        self.last_menu = menu

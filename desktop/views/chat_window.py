@@ -59,6 +59,7 @@ from desktop.chat_session import (
     RemoveFailed,
     Reply,
     Retry,
+    ShowVersion,
 )
 from desktop.controller import Controller
 from desktop.history import ChatHistory, ChatMessage, Conversation
@@ -627,6 +628,10 @@ class ChatWindow(QWidget):
             if session.regenerate(intent.index):
                 self.notice.dismiss()
                 self.start_reply()
+        elif isinstance(intent, ShowVersion):
+            if session.show_version(intent.index, intent.step):
+                self.history.save(self.conversation, touch=False)
+                self._render()
         elif isinstance(intent, Edit):
             started = session.begin_edit(intent.index)
             if started is not None:

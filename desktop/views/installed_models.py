@@ -1,4 +1,5 @@
-"""``InstalledModels``: the models on this computer, the one in use marked, *Use* and *Delete*.
+"""``InstalledModels``: the models on this computer, the one in use marked, *Settings…*,
+*Use* and *Delete*.
 
 The list holds the bundled demo model and every model in the store. The one the engine
 serves (or is loading) is bold and says so; *Use* switches the engine through the
@@ -34,6 +35,7 @@ class InstalledModels(QWidget):
     person confirmed; the owner runs the delete (it owns the jobs)."""
 
     delete_requested = Signal(str)
+    settings_requested = Signal(str)  # *Settings…*: the owner opens the model's dialog
 
     def __init__(self, controller: Controller, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -42,12 +44,15 @@ class InstalledModels(QWidget):
         self._demo_bytes: int | None = None
         self.view = tree_widget(["Installed model", "Format", "Weights", "Size", "Devices"])
         self.view.itemSelectionChanged.connect(self.sync_buttons)
+        self.settings_button = QPushButton("Settings…")
+        self.settings_button.clicked.connect(self._on_settings_clicked)
         self.use_button = QPushButton("Use")
         self.use_button.clicked.connect(self._on_use_clicked)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self._on_delete_clicked)
         self.button_row = QHBoxLayout()  # the owner puts its own buttons at the front
         self.button_row.addStretch(1)
+        self.button_row.addWidget(self.settings_button)
         self.button_row.addWidget(self.use_button)
         self.button_row.addWidget(self.delete_button)
         layout = QVBoxLayout(self)
@@ -107,6 +112,12 @@ class InstalledModels(QWidget):
         use_tip = self.use_refusal(model_id)
         self.use_button.setEnabled(model_id is not None and use_tip is None)
         self.use_button.setToolTip(use_tip or f"Load {model_id} for chats and the API.")
+        settings_tip = self.settings_refusal(model_id)
+        self.settings_button.setEnabled(model_id is not None and settings_tip is None)
+        self.settings_button.setToolTip(
+            settings_tip
+            or f"Context length, keep-loaded time, device and sampling defaults of {model_id}."
+        )
         delete_tip = self.delete_refusal(model_id)
         self.delete_button.setEnabled(model_id is not None and delete_tip is None)
         self.delete_button.setToolTip(delete_tip or f"Delete {model_id} and its files.")
@@ -122,6 +133,15 @@ class InstalledModels(QWidget):
             return f"{model_id} is already in use."
         if self.controller.choice(model_id) is None:
             return f"{model_id} is not a chat model; apps use it through the API."
+        return None
+
+    def settings_refusal(self, model_id: str | None) -> str | None:
+        """Why *Settings…* is off for ``model_id`` (its tooltip), or None when it is on."""
+        if model_id is None:
+            return "Select an installed model to change its settings."
+        choice = self.controller.choice(model_id)
+        if choice is not None and choice.is_demo:
+            return "The demo model comes with Sidelight: it has no settings of its own."
         return None
 
     def delete_refusal(self, model_id: str | None) -> str | None:
@@ -185,6 +205,11 @@ class InstalledModels(QWidget):
         model_id = self.selected_id()
         if model_id:
             self.use(model_id)
+
+    def _on_settings_clicked(self) -> None:
+        model_id = self.selected_id()
+        if model_id and self.settings_refusal(model_id) is None:
+            self.settings_requested.emit(model_id)
 
     def _on_delete_clicked(self) -> None:
         model_id = self.selected_id()

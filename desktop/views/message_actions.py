@@ -1,4 +1,5 @@
-"""Per-message actions of the chat: copy, regenerate, edit-and-resend, delete.
+"""Per-message actions of the chat: copy, regenerate, edit-and-resend, delete, and the
+previous / next version of a regenerated reply ("1/3" between two arrows).
 
 Each is reachable three ways: the quiet links under a message (mouse, or Tab then Enter in
 the transcript), the transcript's context menu (right click, or the Menu key / Shift+F10 on
@@ -20,10 +21,24 @@ from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QMenu, QWidget
 
-from desktop.chat_session import CancelEdit, ChatSession, Delete, Edit, EditStarted, Regenerate
+from desktop.chat_session import (
+    CancelEdit,
+    ChatSession,
+    Delete,
+    Edit,
+    EditStarted,
+    Regenerate,
+    ShowVersion,
+)
 from desktop.history import ChatMessage
 from desktop.views.notice import NoticeAction
-from desktop.views.transcript import ACTION_LABELS, TranscriptView, message_actions
+from desktop.views.transcript import (
+    ACTION_LABELS,
+    VERSION_STEPS,
+    TranscriptView,
+    message_actions,
+    version_actions,
+)
 
 REGENERATE_KEYS = QKeySequence("Ctrl+R")
 EDIT_KEYS = QKeySequence("Ctrl+E")
@@ -92,7 +107,8 @@ class MessageActions(QObject):
         return self.session.editing
 
     def run(self, name: str, index: int) -> None:
-        """Run action ``name`` ("copy", "regenerate", "edit", "delete") on message ``index``."""
+        """Run action ``name`` ("copy", "regenerate", "edit", "delete", "previous", "next")
+        on message ``index``."""
         if not 0 <= index < len(self.messages):
             return
         if name == "copy":
@@ -103,6 +119,8 @@ class MessageActions(QObject):
             self.edit(index)
         elif name == "delete":
             self.delete(index)
+        elif name in VERSION_STEPS:
+            self.intent.emit(ShowVersion(index, VERSION_STEPS[name]))
 
     # ---- the actions -------------------------------------------------------------------
 
@@ -160,8 +178,12 @@ class MessageActions(QObject):
                 menu.removeAction(standard)
         if index is not None and index < len(self.messages):
             menu.addSeparator()
-            for name in message_actions(self.messages[index]):
-                action = menu.addAction(f"{ACTION_LABELS[name]} this message")
+            for name in [
+                *version_actions(self.messages[index]),
+                *message_actions(self.messages[index]),
+            ]:
+                label = ACTION_LABELS[name]
+                action = menu.addAction(label if name in VERSION_STEPS else f"{label} this message")
                 action.triggered.connect(lambda _=False, n=name, i=index: self.run(n, i))
                 action.setEnabled(name == "copy" or not self.session.busy)
         self._open(menu, transcript.viewport().mapToGlobal(point))

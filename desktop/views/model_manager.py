@@ -57,6 +57,7 @@ from desktop.views.installed_models import (
     selected_id,
     tree_widget,
 )
+from desktop.views.model_settings import ModelSettingsDialog
 from desktop.views.screen import fit_to_screen
 from engine.models import GENERATIVE_TASKS, ModelError
 from engine.settings import SettingsError, save_config
@@ -118,6 +119,7 @@ class ModelManager(QDialog):
         self.catalog = Catalog.load()
         self.last_progress: Progress | None = None
         self.convert_dialog: ConvertDialog | None = None
+        self.settings_dialog: ModelSettingsDialog | None = None
         # Why conversion cannot run here, or None once the tools were found.
         self.convert_problem: str | None = CHECKING_TOOLS
         self._cancel: threading.Event | None = None
@@ -201,6 +203,7 @@ class ModelManager(QDialog):
 
         self.installed = InstalledModels(self.controller)
         self.installed.delete_requested.connect(self.delete_model)
+        self.installed.settings_requested.connect(self.open_model_settings)
         self.import_button = QPushButton("Import GGUF…")
         self.import_button.clicked.connect(self._on_import_clicked)
         self.convert_button = QPushButton("Convert a Hugging Face model…")
@@ -586,6 +589,23 @@ class ModelManager(QDialog):
         )
         if file:
             self.import_gguf_file(Path(file))
+
+    def open_model_settings(self, model_id: str) -> ModelSettingsDialog | None:
+        """Open the *Settings…* dialog of the stored model ``model_id``."""
+        if self.settings_dialog is not None:
+            self.settings_dialog.deleteLater()
+        try:
+            dialog = ModelSettingsDialog(self.controller, model_id, self)
+        except StoreError as exc:  # deleted or damaged since the list was filled
+            self._say(self._words(exc))
+            self._fill_installed()
+            return None
+        dialog.saved.connect(
+            lambda saved_id, _prefs: self._say(f"Saved the settings of {saved_id}.")
+        )
+        self.settings_dialog = dialog
+        dialog.open()
+        return dialog
 
     def _on_convert_clicked(self) -> None:
         if self.convert_dialog is not None:

@@ -1,4 +1,5 @@
-"""``RequestsWindow``: the requests the server (and the chat) served, live.
+"""``RequestsWindow``: the server view: the server's state and switch, its network
+addresses, the requests it (and the chat) served, and the log beside them, all live.
 
 It shows the request log the controller's :class:`engine.server.monitor.RequestMonitor`
 keeps in memory: running requests first, then the finished ones, newest first. A timer
@@ -6,7 +7,8 @@ reads the log while the window is shown (the log is thread-safe; the server adds
 its own thread). The filter box matches any column. *Copy as curl* puts a command that
 replays the selected request on the clipboard; it needs the request's body, so it works
 only for requests made while *Keep request bodies* was on (that checkbox saves the
-setting).
+setting). Above the table the :class:`~desktop.views.server_panel.ServerStrip`, beside
+it the :class:`~desktop.views.server_panel.LiveLog` (read by the same timer).
 
 Threading: GUI thread only.
 """
@@ -35,6 +37,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSplitter,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -44,6 +47,7 @@ from desktop import theme
 from desktop.controller import Controller
 from desktop.icons import icon
 from desktop.views.screen import fit_to_screen
+from desktop.views.server_panel import LiveLog, ServerStrip
 from engine.server.monitor import API_KEY_VARIABLE, RequestEntry, curl_command
 from engine.settings import SettingsError
 
@@ -184,7 +188,7 @@ class RequestsWindow(QWidget):
     def __init__(self, controller: Controller, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
-        self.setWindowTitle("Requests")  # Qt adds " — Sidelight"
+        self.setWindowTitle("Server and requests")  # Qt adds " — Sidelight"
         self.setWindowIcon(icon(""))
         self._shown_state: tuple[int, int] | None = None  # (last id, running) last shown
 
@@ -215,23 +219,44 @@ class RequestsWindow(QWidget):
         self.copy_curl = QPushButton("Copy as curl")
         self.copy_curl.clicked.connect(self.copy_selected_as_curl)
 
-        top = QHBoxLayout()
-        top.addWidget(self.filter, 1)
-        top.addWidget(self.keep_bodies)
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.summary, 1)
-        bottom.addWidget(self.copy_curl)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.view, 1)
-        layout.addWidget(self.details)
-        layout.addLayout(bottom)
+        self._lay_out()
 
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
         fit_to_screen(self, QSize(1000, 520))
         self.refresh()
+
+    def _lay_out(self) -> None:
+        """The server strip above; the requests and, beside them, the live log."""
+        top = QHBoxLayout()
+        top.addWidget(self.filter, 1)
+        top.addWidget(self.keep_bodies)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.summary, 1)
+        bottom.addWidget(self.copy_curl)
+        self.server = ServerStrip(self.controller)
+        self.log = LiveLog()
+        requests = QWidget()
+        left = QVBoxLayout(requests)
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(top)
+        left.addWidget(self.view, 1)
+        left.addWidget(self.details)
+        left.addLayout(bottom)
+        log_pane = QWidget()
+        right = QVBoxLayout(log_pane)
+        right.setContentsMargins(0, 0, 0, 0)
+        right.addWidget(QLabel("<b>Log</b>"))
+        right.addWidget(self.log, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(requests)
+        self.splitter.addWidget(log_pane)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.server)
+        layout.addWidget(self.splitter, 1)
 
     def _table_view(self) -> QTableView:
         view = QTableView()
@@ -265,6 +290,7 @@ class RequestsWindow(QWidget):
 
     def refresh(self) -> None:
         """Show the log as it is now (nothing to do when it has not changed)."""
+        self.log.refresh()
         log = self.controller.monitor.log
         running = log.running()
         state = (log.last_id, len(running))

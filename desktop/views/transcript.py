@@ -63,7 +63,15 @@ BOX_BORDER = theme.colour("box_border")
 DROPPED_NOTE = "Turns above are no longer sent to the model (dropped from the context)"
 THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
 ACTION_SCHEME = "action"  # message actions: action:<copy|regenerate|edit|delete>/<index>
-ACTION_LABELS = {"copy": "Copy", "regenerate": "Regenerate", "edit": "Edit", "delete": "Delete"}
+ACTION_LABELS = {
+    "copy": "Copy",
+    "regenerate": "Regenerate",
+    "edit": "Edit",
+    "delete": "Delete",
+    "previous": "Previous version",
+    "next": "Next version",
+}
+VERSION_STEPS = {"previous": -1, "next": 1}  # a regenerated reply's arrows
 _OPEN, _CLOSED = "▾", "▸"
 _PILL = "\u2002"  # an en space each side of an action's label: the pill's padding
 CARD_PADDING = 10  # inside a card (device-independent pixels: they scale with the screen)
@@ -287,6 +295,33 @@ def message_actions(message: ChatMessage) -> list[str]:
     return ["delete"]
 
 
+def version_actions(message: ChatMessage) -> list[str]:
+    """The version links a regenerated reply has now: "previous", "next" (none at the ends)."""
+    count, shown = len(message.get("versions", [])), message.get("version", 0)
+    steps = {"previous": shown > 0, "next": shown < count - 1}
+    return [name for name, possible in steps.items() if count > 1 and possible]
+
+
+def _versions(cursor: QTextCursor, message: ChatMessage, index: int) -> None:
+    """The arrows and "2/3" before a regenerated reply's links: which version shows, and links to the
+    others (the ends' arrows are dim text, not links)."""
+    count = len(message.get("versions", []))
+    if count < 2:
+        return
+    shown = message.get("version", 0)
+    possible = version_actions(message)
+    for name, arrow in (("previous", "\u2039"), ("next", "\u203a")):
+        if name == "next":
+            cursor.insertText(f" {shown + 1}/{count} ", _char(colour=DIM))
+        link = _char(colour=DIM)
+        if name in possible:
+            link.setAnchor(True)
+            link.setAnchorHref(f"{ACTION_SCHEME}:{name}/{index}")
+            link.setToolTip(ACTION_LABELS[name])
+        cursor.insertText(arrow, link)
+    cursor.insertText("   ", _char(colour=DIM))
+
+
 def _actions(cursor: QTextCursor, message: ChatMessage, index: int) -> list[ActionRun]:
     """The message's action pills on a line of their own at the foot of its card (Tab
     reaches them, Enter runs them); returns where each is."""
@@ -302,6 +337,7 @@ def _actions(cursor: QTextCursor, message: ChatMessage, index: int) -> list[Acti
 def _pills(cursor: QTextCursor, message: ChatMessage, index: int) -> list[ActionRun]:
     """The message's action pills at ``cursor``; returns where each is."""
     runs: list[ActionRun] = []
+    _versions(cursor, message, index)
     for number, name in enumerate(message_actions(message)):
         if number:
             cursor.insertText("  ", QTextCharFormat())

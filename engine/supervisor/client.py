@@ -252,6 +252,8 @@ class EngineClient:
         tuned = self._cached_tune() if device.startswith("CPU") else None
         if device.startswith("CPU"):
             properties = {**properties, **self._tuned_properties(tuned)}
+            if spec.prefs.kv_cache_precision is not None:  # the model's own wins
+                properties["KV_CACHE_PRECISION"] = spec.prefs.kv_cache_precision
         command = LoadModel(
             spec=spec,
             device=device,

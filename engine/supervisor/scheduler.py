@@ -298,6 +298,7 @@ class Scheduler:
         deadline = time.monotonic() + wait
         device = device or spec.prefs.device or self._settings.device
         estimate = self._estimate(spec)  # reads files once per model: before the lock
+        self._reload_if_changed(spec)
         budget.device_info(device)  # a GPU's memory, read once (OpenVINO): before the lock
         key = model_key(spec.id)
         states = kind_of(spec.task).serving_states
@@ -316,6 +317,24 @@ class Scheduler:
                 return slot.client
             logger.info("%s was unloaded while a request waited for its load", spec.id)
         raise EngineUnavailable(f"{spec.id} was unloaded while it loaded; retry", STOPPED, 1)
+
+    def _reload_if_changed(self, spec: ModelSpec) -> None:
+        """Unload ``spec``'s model when it was loaded with other load settings (context
+        length, device, KV-cache precision: changed in the model manager or the API since),
+        so this acquire loads it again with the new ones. With a request in flight it stays
+        as it is (nothing is cancelled) and the next acquire looks again."""
+        with self._lock:
+            slot = self._slots.get(model_key(spec.id))
+            if slot is None or not slot.started:
+                return
+            old = slot.spec
+        if (old.prefs.load_settings(), old.context_length) == (
+            spec.prefs.load_settings(),
+            spec.context_length,
+        ):
+            return
+        if self.unload(spec.id, "reloading with its new settings"):
+            logger.info("%s reloads with its new load settings", spec.id)
 
     def _wait_served(
         self, key: str, slot: _Slot, states: Collection[EngineState], deadline: float

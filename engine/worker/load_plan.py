@@ -60,7 +60,11 @@ def plan_load(command: LoadModel) -> LoadPlan:
     else:
         kind = "serial" if is_device(device, "NPU") else "batched"
     fit = fit_context(
-        spec.context_length, spec.kv_dims, int(command.kv_cache_gb * GIB), command.device
+        spec.context_length,
+        spec.kv_dims,
+        int(command.kv_cache_gb * GIB),
+        command.device,
+        properties.get("KV_CACHE_PRECISION"),
     )
     context = fit.context_length
     prompt_limit: int | None = None

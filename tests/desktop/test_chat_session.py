@@ -144,6 +144,54 @@ def test_regenerate_replaces_the_last_reply_or_asks_an_earlier_question_again() 
     assert not session.regenerate(1)  # never while a reply runs
 
 
+def test_regenerating_the_last_reply_keeps_each_version_and_sends_the_one_shown() -> None:
+    session = chat(("Hello", "Hi"))
+    assert session.regenerate(1)
+    assert [m["content"] for m in session.messages] == ["Hello"]  # not sent again
+    answer(session, "Hey", " there")
+    reply = session.messages[1]
+    assert [v["content"] for v in reply.get("versions", [])] == ["Hi", "Hey there"]
+    assert (reply["content"], reply.get("version")) == ("Hey there", 1)
+    assert session.regenerate(1)
+    answer(session, "Yo")
+    assert [v["content"] for v in session.messages[1].get("versions", [])] == [
+        "Hi",
+        "Hey there",
+        "Yo",
+    ]
+    assert not session.show_version(1, 1)  # already the newest
+    assert session.show_version(1, -2)
+    assert session.messages[1]["content"] == "Hi"
+    assert session.conversation.engine_messages()[1] == {"role": "assistant", "content": "Hi"}
+    assert not session.show_version(1, -1) and not session.show_version(0, 1)
+
+    # A regenerate the model refuses keeps the versions there were; the question stays sent.
+    assert session.regenerate(1)
+    session.start_reply("tiny")
+    session.fail(APIError(503, "engine busy"))
+    session.finish()
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["user", "assistant", "error"]
+    assert not session.messages[0].get("failed", False)
+    assert len(session.messages[1].get("versions", [])) == 3
+
+
+def test_versions_round_trip_through_the_history(tmp_path: Path) -> None:
+    from desktop.history import ChatHistory
+
+    session = chat(("Hello", "Hi"))
+    session.regenerate(1)
+    answer(session, "Hey")
+    session.show_version(1, -1)
+    history = ChatHistory(tmp_path)
+    history.save(session.conversation)
+    reopened = history.get(session.conversation.id)
+    assert reopened is not None
+    reply = reopened.messages[1]
+    assert (reply["content"], reply.get("version")) == ("Hi", 0)
+    assert [v["content"] for v in reply.get("versions", [])] == ["Hi", "Hey"]
+
+
 def test_edit_and_resend_replaces_the_last_message_or_continues_from_an_earlier_one() -> None:
     notes = Attachment(name="a.txt", size=3, tokens=1, text="abc")
     session = chat(("Hello", "Hi"))

@@ -8,6 +8,7 @@ with the tiny model's real tokenizer and the NPU's prompt limit.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,14 @@ def test_npu_admission_refuses_a_prompt_past_max_prompt_len_with_both_numbers() 
     assert str(count) in str(caught.value) and str(count - 1) in str(caught.value)
     admitted = prepare(request, tokenizer, base, 1152, prompt_limit=count)
     assert len(admitted.prompt_ids) == count
+
+
+def test_a_kv_precision_property_sizes_the_context_at_that_precision(tmp_path: Path) -> None:
+    """A model's own ``kv_cache_precision`` (or ``cpu_kv_cache_precision``) reaches the load
+    as ``KV_CACHE_PRECISION``: the context that fits is sized at its bytes per element."""
+    per_token_u8 = 2 * 1 * 2 * (16 + 8)  # tiny-coder: 1 layer, 2 KV heads of 16, u8 + scales
+    command = _command("CPU", tmp_path, kv_cache_gb=1024 * per_token_u8 / GIB)
+    f32 = dataclasses.replace(command, properties={"KV_CACHE_PRECISION": "f32"})
+    plan = plan_load(f32)
+    assert plan.fit.precision == "f32"
+    assert plan.context_length == 1024 * per_token_u8 // (2 * 1 * 2 * 16 * 4)

@@ -38,6 +38,8 @@ from engine.worker.messages import SamplingParams
         ({"context_length": 4096}, "context_length"),  # over the model's own 2048
         ({"device": "TPU"}, "device"),
         ({"device": 3}, "device"),
+        ({"kv_cache_precision": "i4"}, "kv_cache_precision"),
+        ({"kv_cache_precision": 8}, "kv_cache_precision"),
         ({"keep_alive_seconds": -5}, "keep_alive_seconds"),
         ({"system_prompt": "x"}, "system_prompt"),  # unknown
     ],
@@ -50,13 +52,23 @@ def test_each_bad_setting_is_refused_naming_its_field(data: dict[str, Any], fiel
 
 def test_good_settings_are_normalised_and_round_trip(tmp_path: Path) -> None:
     prefs = ModelPrefs.from_dict(
-        {"device": "gpu.1", "keep_alive_seconds": -1, "context_length": 1024, "top_k": 0},
+        {
+            "device": "gpu.1",
+            "keep_alive_seconds": -1,
+            "context_length": 1024,
+            "top_k": 0,
+            "kv_cache_precision": "F16",
+        },
         model_limit=2048,
     )
     assert (prefs.device, prefs.keep_alive_seconds) == ("GPU.1", -1.0)
+    assert prefs.kv_cache_precision == "f16"
+    assert prefs.load_settings() == (1024, "GPU.1", "f16")
     write_prefs(tmp_path, prefs)
     assert read_prefs(tmp_path, model_limit=2048) == prefs
-    cleared = prefs.updated({"device": None, "context_length": None, "top_k": None})
+    cleared = prefs.updated(
+        {"device": None, "context_length": None, "top_k": None, "kv_cache_precision": None}
+    )
     assert cleared.to_dict() == {"keep_alive_seconds": -1.0}
     write_prefs(tmp_path, ModelPrefs())  # the defaults: no file at all
     assert not (tmp_path / PREFS_FILE).exists() and read_prefs(tmp_path) == ModelPrefs()
