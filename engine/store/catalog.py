@@ -35,7 +35,24 @@ _TIGHT_SHARE = 0.85
 FitStatus = Literal["fits", "tight", "too-big", "no-device"]
 CatalogSource = Literal["download", "convert"]
 SOURCES: tuple[CatalogSource, ...] = ("download", "convert")
-KINDS = ("chat", "coder", "reasoning", "vision", "embeddings", "rerank")
+KINDS = (
+    "chat",
+    "coder",
+    "reasoning",
+    "vision",
+    "embeddings",
+    "rerank",
+    "transcription",
+    "speech",
+)
+# The kinds whose model task is named like the kind (the rest are chat models).
+_OWN_TASK: dict[str, ModelTask] = {
+    "vision": "vision",
+    "embeddings": "embeddings",
+    "rerank": "rerank",
+    "transcription": "transcription",
+    "speech": "speech",
+}
 DEVICES = ("CPU", "GPU", "NPU")
 # The weights a conversion can write (engine.store.convert.WEIGHTS; not imported: that
 # module pulls in the whole store).
@@ -138,11 +155,7 @@ class CatalogEntry:
 
     @property
     def task(self) -> ModelTask:
-        if self.kind == "vision":
-            return "vision"
-        if self.kind == "embeddings":
-            return "embeddings"
-        return "rerank" if self.kind == "rerank" else "chat"
+        return _OWN_TASK.get(self.kind, "chat")
 
 
 def _positive(data: dict[str, Any], key: str, where: str) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,3 +247,17 @@ def test_cli_pull_messages(hub: HubServer, sidelight_home: Path) -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert "pulling OpenVINO/gated-demo-ov" in ok.stderr and "verifying" in ok.stderr
+
+
+def test_a_whisper_catalog_entry_downloads_as_a_speech_recogniser(
+    hub: HubServer, store: ModelStore
+) -> None:
+    """The catalog's Whisper build, published here by the fake hub as the tiny Whisper
+    fixture under the OpenVINO organisation's repo name (the real hub is unreachable), is
+    stored as a transcription model, so dictation and /v1/audio/transcriptions find it."""
+    entry = Catalog.load().find("whisper-base-fp16")
+    assert entry is not None and entry.task == "transcription"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "tiny-whisper", hub.config.root / entry.repo)
+    model = pull(store, PullRequest(repo=entry.repo, catalog=entry), endpoint=hub.url)
+    assert (model.id, model.manifest.task) == (entry.id, "transcription")
+    assert (model.folder / "openvino_encoder_model.xml").is_file()

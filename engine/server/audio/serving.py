@@ -160,34 +160,9 @@ class AudioServing:
         window: Window,
         progress: _Progress,
     ) -> str:
-        """Transcribe one window and add it to ``progress``; the text it added."""
-        chunk = samples[window.start : window.end]
-        if is_silent(chunk):
-            return ""
-        raw = chunk.tobytes()
-
-        def command(request_id: int, device: str) -> Transcribe:
-            return Transcribe(
-                request_id,
-                spec,
-                device,
-                raw,
-                task=body.task,
-                language=body.language,
-                prompt=body.prompt,
-                temperature=body.temperature,
-                timestamps=body.timestamps,
-            )
-
-        try:
-            result = await unless_disconnected(request, self._engine.transcribe(spec, command))
-        except NoRoom as exc:
-            raise no_room(exc) from exc
-        except EngineUnavailable as exc:
-            raise unavailable(exc) from exc
-        except RequestFailed as exc:
-            raise request_failed(exc, "transcription_failed") from exc
-        return _add(progress, window, result)
+        """Transcribe one window into ``progress`` (stopped if the client leaves)."""
+        work = transcribe_window(self._engine, spec, body, samples, window, progress)
+        return await unless_disconnected(request, work)
 
     async def _events(
         self,
@@ -218,6 +193,67 @@ class AudioServing:
                 "usage": protocol.usage(seconds),
             }
         )
+
+
+async def transcribe_window(
+    engine: Transcriber,
+    spec: ModelSpec,
+    body: protocol.AudioRequest,
+    samples: np.ndarray[Any, np.dtype[np.float32]],
+    window: Window,
+    progress: _Progress,
+) -> str:
+    """Transcribe one window of ``samples`` and add it to ``progress``; the text it added.
+
+    Raises:
+        APIError: no room for the model (503), the engine down (503), the model failed.
+    """
+    chunk = samples[window.start : window.end]
+    if is_silent(chunk):
+        return ""
+    raw = chunk.tobytes()
+
+    def command(request_id: int, device: str) -> Transcribe:
+        return Transcribe(
+            request_id,
+            spec,
+            device,
+            raw,
+            task=body.task,
+            language=body.language,
+            prompt=body.prompt,
+            temperature=body.temperature,
+            timestamps=body.timestamps,
+        )
+
+    try:
+        result = await engine.transcribe(spec, command)
+    except NoRoom as exc:
+        raise no_room(exc) from exc
+    except EngineUnavailable as exc:
+        raise unavailable(exc) from exc
+    except RequestFailed as exc:
+        raise request_failed(exc, "transcription_failed") from exc
+    return _add(progress, window, result)
+
+
+async def transcribe_samples(
+    engine: Transcriber,
+    spec: ModelSpec,
+    body: protocol.AudioRequest,
+    samples: np.ndarray[Any, np.dtype[np.float32]],
+) -> protocol.Transcript:
+    """What 16 kHz mono ``samples`` say, window by window: the endpoint's path without an
+    HTTP request, for the desktop's dictation (cancel the task to stop between windows).
+
+    Raises:
+        APIError: as :func:`transcribe_window`.
+    """
+    progress = _Progress()
+    for window in windows(len(samples)):
+        await transcribe_window(engine, spec, body, samples, window, progress)
+    seconds = len(samples) / 16000
+    return protocol.Transcript(progress.text, tuple(progress.segments), progress.language, seconds)
 
 
 def _add(progress: _Progress, window: Window, result: Transcribed) -> str:

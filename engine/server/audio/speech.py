@@ -101,19 +101,47 @@ class SpeechServing:
         watch: bool = True,
     ) -> Synthesized:
         """Speak one piece in the model's worker (``watch``: stop if the client leaves)."""
+        work = say_piece(self._engine, spec, text, body.voice)
+        return await (unless_disconnected(request, work) if watch else work)
 
-        def command(request_id: int, device: str) -> Synthesize:
-            return Synthesize(request_id, spec, device, text, body.voice)
 
-        try:
-            work = self._engine.synthesize(spec, command)
-            return await (unless_disconnected(request, work) if watch else work)
-        except NoRoom as exc:
-            raise no_room(exc) from exc
-        except EngineUnavailable as exc:
-            raise unavailable(exc) from exc
-        except RequestFailed as exc:
-            raise request_failed(exc, "speech_failed") from exc
+async def say_piece(engine: Synthesizer, spec: ModelSpec, text: str, voice: str) -> Synthesized:
+    """Speak one piece of text in the model's worker.
+
+    Raises:
+        APIError: no room for the model (503), the engine down (503), the model failed.
+    """
+
+    def command(request_id: int, device: str) -> Synthesize:
+        return Synthesize(request_id, spec, device, text, voice)
+
+    try:
+        return await engine.synthesize(spec, command)
+    except NoRoom as exc:
+        raise no_room(exc) from exc
+    except EngineUnavailable as exc:
+        raise unavailable(exc) from exc
+    except RequestFailed as exc:
+        raise request_failed(exc, "speech_failed") from exc
+
+
+async def speak(
+    engine: Synthesizer, spec: ModelSpec, text: str, voice: str = "alloy", speed: float = 1.0
+) -> tuple[Samples, int]:
+    """All of ``text`` spoken, piece by piece (mono float samples, their rate): the
+    endpoint's path without an HTTP request, for the desktop's *Read aloud* (cancel the
+    task to stop between pieces).
+
+    Raises:
+        APIError: as :func:`say_piece`.
+    """
+    said: list[Samples] = []
+    rate = 0
+    for part in pieces(text):
+        piece = await say_piece(engine, spec, part, voice)
+        rate = piece.sample_rate
+        said.append(_samples(piece, speed))
+    return np.concatenate(said), rate
 
 
 def _samples(said: Synthesized, speed: float) -> Samples:
