@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.models import ModelSpec
+from engine.parsing.tool_parsers.grammar import Node as GrammarNode
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 """How an accepted request ended (the wire value is the string)."""
@@ -62,6 +63,9 @@ class OutputConstraint:
     ``begin + <JSON> + end``; ``single`` ends the reply after the first call
     (``parallel_tool_calls: false``). A lazy grammar that cannot be compiled is dropped, not
     refused: the client asked for no constraint, so its request runs unconstrained.
+
+    With ``structure`` set the grammar is that tree of structural tags
+    (:mod:`engine.parsing.tool_parsers.grammar`), built by the family's parser module.
     """
 
     json_schema: str
@@ -70,6 +74,10 @@ class OutputConstraint:
     param: str = "response_format"  # the request field a bad schema came from
     trigger: str = ""
     single: bool = False
+    # A call grammar in a family's own syntax (harmony, Kimi K2, GLM...): when set it is the
+    # whole constraint (``begin``/``end`` unused; ``json_schema`` lists the tools' parameter
+    # schemas, for the worker's checks; ``trigger`` set when the tree is a lazy one).
+    structure: GrammarNode | None = None
 
     @property
     def lazy(self) -> bool:
