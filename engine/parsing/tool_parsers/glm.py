@@ -28,6 +28,7 @@ from engine.parsing.tool_parsers.grammar import (
     element_sequence,
     is_text_parameter,
     object_parameters,
+    text_value,
 )
 from engine.parsing.tool_parsers.values import arguments_json, parameter_types, typed_value
 
@@ -83,7 +84,7 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
 def _pair(key: str, schema: dict[str, object]) -> Node:
     head = Const(f"<arg_key>{key}</arg_key>")
     if is_text_parameter(schema):
-        value: Node = Tag("<arg_value>", Text(), "</arg_value>")
+        value: Node = text_value("<arg_value>", schema, "</arg_value>")
     else:
         value = Seq((Const("<arg_value>"), Json(json.dumps(schema)), Const("</arg_value>")))
     return Seq((head, _NEWLINE, value, _NEWLINE))

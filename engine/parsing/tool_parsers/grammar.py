@@ -177,6 +177,15 @@ def is_text_parameter(schema: Any) -> bool:
     return schema.get("type") == "string"
 
 
+def text_value(begin: str, schema: dict[str, Any], end: str) -> Tag:
+    """A string parameter written as bare text between ``begin`` and ``end`` (XML-style
+    families): one of its ``enum`` values when it has one, else any text up to ``end``."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return Tag(begin, OneOf(tuple(Const(str(v)) for v in enum)), end)
+    return Tag(begin, Text(), end)
+
+
 def object_parameters(
     parameters: dict[str, Any],
 ) -> list[tuple[str, dict[str, Any], bool]] | None:

@@ -42,6 +42,7 @@ from engine.parsing.tool_parsers.grammar import (
     element_sequence,
     is_text_parameter,
     object_parameters,
+    text_value,
 )
 from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call, read_call
 
@@ -112,5 +113,5 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
 def _parameter(key: str, schema: dict[str, object]) -> Node:
     head = f"<parameter={key}>\n"
     if is_text_parameter(schema):
-        return Tag(head, Text(), "\n</parameter>\n")
+        return text_value(head, schema, "\n</parameter>\n")
     return Seq((Const(head), Json(json.dumps(schema)), Const("\n</parameter>\n")))
