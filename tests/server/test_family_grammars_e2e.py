@@ -183,14 +183,18 @@ def test_auto_holds_an_opened_call_to_the_schema(oai: openai.OpenAI, family: str
 @family
 def test_anthropic_tool_choice_any_and_tool(claude: anthropic.Anthropic, family: str) -> None:
     schema = _data(family)["tools"][0]["function"]["parameters"]
-    tool = {"name": "get_weather", "description": "Get the weather.", "input_schema": schema}
-    for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
+    tool: Any = {"name": "get_weather", "description": "Get the weather.", "input_schema": schema}
+    choices: list[Any] = [
+        {"type": "any", "disable_parallel_tool_use": True},
+        {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+    ]
+    for choice in choices:
         message = claude.messages.create(
             model=_model_id(family),
             max_tokens=300,
             messages=[{"role": "user", "content": _messages(family, "plain")[0]["content"]}],
-            tools=[tool],  # type: ignore[list-item]
-            tool_choice={**choice, "disable_parallel_tool_use": True},  # type: ignore[typeddict-item]
+            tools=[tool],
+            tool_choice=choice,
             **_anthropic_extra(family),
         )
         assert message.stop_reason == "tool_use", message
