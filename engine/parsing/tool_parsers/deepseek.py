@@ -24,6 +24,7 @@ from engine.parsing.tool_parsers.base import (
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
+    THINK,
     CallGrammar,
     Const,
     Function,
@@ -32,7 +33,6 @@ from engine.parsing.tool_parsers.grammar import (
     Repeat,
     Seq,
     Tag,
-    Text,
 )
 from engine.parsing.tool_parsers.kimi_k2 import _upto
 
@@ -114,4 +114,4 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
         for f in functions
     )
     section = Tag(BEGIN, Repeat(calls, "\n", single), END)
-    return CallGrammar((section,), Tag("", Text(), "</think>"), trigger=BEGIN, repeat=False)
+    return CallGrammar((section,), THINK, trigger=BEGIN, repeat=False)

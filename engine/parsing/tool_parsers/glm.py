@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from engine.parsing.tool_parsers.base import MarkupToolParser, ParsedCall, RegionItem, Unparsed
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
+    THINK,
     CallGrammar,
     Const,
     Function,
@@ -23,7 +24,6 @@ from engine.parsing.tool_parsers.grammar import (
     Pattern,
     Seq,
     Tag,
-    Text,
     Unconstrained,
     element_sequence,
     is_text_parameter,
@@ -77,8 +77,7 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
         pairs = [(_pair(key, schema), required) for key, schema, required in parameters]
         options.append(Seq((Const(f.name), _NEWLINE, element_sequence(pairs))))
     call = Tag("<tool_call>", OneOf(tuple(options)), "</tool_call>")
-    reasoning = Tag("<think>", Text(), "</think>")
-    return CallGrammar((call,), reasoning, trigger="<tool_call>", separator="\n")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n")
 
 
 def _pair(key: str, schema: dict[str, object]) -> Node:

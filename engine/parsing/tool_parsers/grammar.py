@@ -152,6 +152,9 @@ class CallGrammar:
 
 # Whitespace a model writes between its reasoning and its call (bounded: never runs on).
 GAP = Pattern(r"[ \n]{0,4}")
+# A ``<think>`` block before a call: opened by the model or already by the generation
+# prompt (Qwen3.5, GLM-4.7, DeepSeek R1 write ``<think>`` there), closed by ``</think>``.
+THINK = Tag("", Text(), "</think>")
 
 GrammarBuilder = Callable[[Sequence[Function], bool], "CallGrammar | Unconstrained"]
 

@@ -21,6 +21,7 @@ from engine.parsing.tool_parsers.base import (
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
+    THINK,
     CallGrammar,
     Const,
     Function,
@@ -29,7 +30,6 @@ from engine.parsing.tool_parsers.grammar import (
     Repeat,
     Seq,
     Tag,
-    Text,
 )
 
 CALL, CALL_END = "<|tool_call_begin|>", "<|tool_call_end|>"
@@ -89,5 +89,4 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
         for f in functions
     )
     section = Tag(SECTION, Repeat(calls, "", single), SECTION_END)
-    reasoning = Tag("<think>", Text(), "</think>")
-    return CallGrammar((section,), reasoning, trigger=SECTION, repeat=False)
+    return CallGrammar((section,), THINK, trigger=SECTION, repeat=False)

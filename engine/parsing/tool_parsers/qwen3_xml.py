@@ -29,6 +29,7 @@ from engine.parsing.tool_parsers.base import (
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
+    THINK,
     CallGrammar,
     Const,
     Function,
@@ -37,7 +38,6 @@ from engine.parsing.tool_parsers.grammar import (
     OneOf,
     Seq,
     Tag,
-    Text,
     Unconstrained,
     element_sequence,
     is_text_parameter,
@@ -106,8 +106,7 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
             )
         )
     call = Tag("<tool_call>\n", OneOf(tuple(options)), "</tool_call>")
-    reasoning = Tag("<think>", Text(), "</think>")
-    return CallGrammar((call,), reasoning, trigger="<tool_call>", separator="\n")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n")
 
 
 def _parameter(key: str, schema: dict[str, object]) -> Node:
