@@ -7,7 +7,7 @@ Everything here is plain data so a crash on either side never leaves shared stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from engine.models import ModelSpec
@@ -78,6 +78,15 @@ class OutputConstraint:
     # whole constraint (``begin``/``end`` unused; ``json_schema`` lists the tools' parameter
     # schemas, for the worker's checks; ``trigger`` set when the tree is a lazy one).
     structure: GrammarNode | None = None
+    # The structure to use instead when the prompt ends inside an opened ``<think>`` block
+    # (known only once templated, in the worker: see :meth:`for_prompt`).
+    after_open: GrammarNode | None = None
+
+    def for_prompt(self, opens_reasoning: bool) -> OutputConstraint:
+        """The constraint for a prompt that does (or does not) end inside ``<think>``."""
+        if not opens_reasoning or self.after_open is None:
+            return self
+        return replace(self, structure=self.after_open, after_open=None)
 
     @property
     def lazy(self) -> bool:

@@ -14,7 +14,7 @@ import math
 import re
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from engine.parsing.tool_parsers import grammar as g
@@ -61,6 +61,9 @@ class PreparedRequest:
     prompt_text: str | None = None
     images: tuple[ImageInput, ...] = ()
     image_tokens: int = 0
+    # The constraint as it applies to this prompt (OutputConstraint.for_prompt): the one the
+    # grammar probe compiles, whose grammar grammar_key names.
+    constraint: OutputConstraint | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -159,12 +162,25 @@ def prepare(
         max_tokens = 1  # nothing is generated
     else:
         max_tokens = completion_room(request.max_tokens, prompt_tokens, context_length)
+    if request.constraint is not None:  # a call grammar may depend on an opened <think>
+        request = replace(request, constraint=request.constraint.for_prompt(opens_reasoning))
     config, grammar_key = _config(request, base_config, max_tokens)
+    constraint = request.constraint
     if image_tokens is None:
-        return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
+        return PreparedRequest(
+            prompt_ids, max_tokens, config, opens_reasoning, grammar_key, constraint=constraint
+        )
     config.apply_chat_template = False  # templated above, tags and all
     return PreparedRequest(
-        prompt_ids, max_tokens, config, opens_reasoning, grammar_key, text, images, pictures
+        prompt_ids,
+        max_tokens,
+        config,
+        opens_reasoning,
+        grammar_key,
+        text,
+        images,
+        pictures,
+        constraint,
     )
 
 

@@ -35,6 +35,8 @@ FAMILIES: dict[str, tuple[ToolFormat, str]] = {
     "glm-4.6": (ToolFormat.GLM, "<|observation|>"),
 }
 HELLO = [{"role": "user", "content": "Hello"}]
+# The fixtures whose generation prompt opens <think> (the reply closes it).
+OPENED = {"deepseek-r1"}
 
 
 def _data(family: str) -> dict[str, Any]:
@@ -63,12 +65,24 @@ def _tool(properties: dict[str, Any], required: list[str]) -> list[dict[str, Any
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_forced_grammar_accepts_the_trained_call_and_refuses_others(family: str) -> None:
-    grammar = _grammar(family)
+    forced = _grammar(family).forced(True, opened=family in OPENED)
     call = _reply(family, "tool")
-    assert accepts(grammar.forced(True), call), call
-    assert not accepts(grammar.forced(True), _reply(family, "plain"))  # a text answer
+    assert accepts(forced, call), call
+    assert not accepts(forced, _reply(family, "plain"))  # a text answer
     for wrong in (call.replace("city", "town"), call.replace("get_weather", "get_time")):
-        assert not accepts(grammar.forced(True), wrong), wrong
+        assert not accepts(forced, wrong), wrong
+
+
+def test_a_reply_in_an_opened_think_block_must_close_it_before_calling() -> None:
+    """Only where the prompt opened ``<think>`` may the reply start with free text (up to
+    ``</think>``); elsewhere free text would let a model that does not reason answer in text."""
+    grammar = _grammar("qwen3-coder")
+    call = _reply("qwen3-coder", "tool")
+    thought = "I will look it up.\n</think>\n\n" + call
+    assert accepts(grammar.forced(True, opened=True), thought)
+    assert accepts(grammar.forced(True, opened=True), call)
+    assert not accepts(grammar.forced(True), thought)
+    assert accepts(grammar.forced(True), "<think>I will look it up.</think>\n" + call)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -81,38 +95,42 @@ def test_the_lazy_grammar_leaves_text_free_and_holds_the_call(family: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("family", "text"),
+    ("family", "text", "opened"),
     [
         # DeepSeek V3.1's spelling, no reasoning
         (
             "deepseek-r1",
             '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
             "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            False,
         ),
         # GLM-4.7: no newlines between the parts
         (
             "glm-4.6",
             "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+            False,
         ),
         # Qwen3.5: the generation prompt opened <think>; the reply closes it, then calls
         (
             "qwen3-coder",
             "I will look it up.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
             "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+            True,
         ),
         # Kimi: two calls in one section when parallel calls are allowed
         (
             "kimi-k2",
             '<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>'
             '<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Rome"}<|tool_call_end|><|tool_calls_section_end|>',
+            False,
         ),
     ],
 )
-def test_other_spellings_of_a_family_are_accepted(family: str, text: str) -> None:
+def test_other_spellings_of_a_family_are_accepted(family: str, text: str, opened: bool) -> None:
     fmt = FAMILIES[family][0]
     grammar = family_grammar(fmt, _data(family)["tools"], None, False)
     assert isinstance(grammar, CallGrammar)
-    assert accepts(grammar.forced(False), text)
+    assert accepts(grammar.forced(False, opened=opened), text)
     text = text.rpartition("</think>")[2]  # (reasoning is the reasoning parser's)
     content, calls = parse_tool_calls(fmt, text, _data(family)["tools"])
     assert not content.strip() and calls and calls[0].name == "get_weather"

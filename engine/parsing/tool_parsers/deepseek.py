@@ -25,6 +25,7 @@ from engine.parsing.tool_parsers.base import (
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     THINK,
+    THINK_OPENED,
     CallGrammar,
     Const,
     Function,
@@ -114,4 +115,4 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
         for f in functions
     )
     section = Tag(BEGIN, Repeat(calls, "\n", single), END)
-    return CallGrammar((section,), THINK, trigger=BEGIN, repeat=False)
+    return CallGrammar((section,), THINK, trigger=BEGIN, repeat=False, opened=THINK_OPENED)

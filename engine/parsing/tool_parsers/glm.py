@@ -15,6 +15,7 @@ from engine.parsing.tool_parsers.base import MarkupToolParser, ParsedCall, Regio
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     THINK,
+    THINK_OPENED,
     CallGrammar,
     Const,
     Function,
@@ -77,7 +78,7 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
         pairs = [(_pair(key, schema), required) for key, schema, required in parameters]
         options.append(Seq((Const(f.name), _NEWLINE, element_sequence(pairs))))
     call = Tag("<tool_call>", OneOf(tuple(options)), "</tool_call>")
-    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n", opened=THINK_OPENED)
 
 
 def _pair(key: str, schema: dict[str, object]) -> Node:

@@ -135,13 +135,20 @@ class CallGrammar:
     trigger: str | None = None
     repeat: bool = True
     separator: str = ""
+    opened: Node | None = None  # the reasoning when the generation prompt opened it
 
-    def forced(self, single: bool) -> Node:
-        """Reasoning (optional), then the calls: the reply of a forced ``tool_choice``."""
+    def forced(self, single: bool, opened: bool = False) -> Node:
+        """Reasoning (optional), then the calls: the reply of a forced ``tool_choice``.
+
+        ``opened``: the prompt ends inside a ``<think>`` block (Qwen3.5, GLM-4.7, DeepSeek
+        R1), so the reasoning is the rest of that block (:data:`THINK_OPENED`). Only then:
+        with an empty begin a model that does not reason could write any text it likes.
+        """
         calls = Repeat(self.tags, self.separator, single or not self.repeat)
-        if self.reasoning is None:
+        reasoning = self.opened if opened and self.opened is not None else self.reasoning
+        if reasoning is None:
             return Seq((GAP, calls))
-        return OneOf((Seq((GAP, self.reasoning, GAP, calls)), Seq((GAP, calls))))
+        return OneOf((Seq((GAP, reasoning, GAP, calls)), Seq((GAP, calls))))
 
     def lazy(self, single: bool) -> Triggered | None:
         """Free text until the trigger, then the calls (``tool_choice: "auto"``)."""
@@ -152,9 +159,10 @@ class CallGrammar:
 
 # Whitespace a model writes between its reasoning and its call (bounded: never runs on).
 GAP = Pattern(r"[ \n]{0,4}")
-# A ``<think>`` block before a call: opened by the model or already by the generation
-# prompt (Qwen3.5, GLM-4.7, DeepSeek R1 write ``<think>`` there), closed by ``</think>``.
-THINK = Tag("", Text(), "</think>")
+# A ``<think>`` block before a call, opened by the model; and its rest, when the generation
+# prompt opened it (Qwen3.5, GLM-4.7, DeepSeek R1 write ``<think>`` there).
+THINK = Tag("<think>", Text(), "</think>")
+THINK_OPENED = Tag("", Text(), "</think>")
 
 GrammarBuilder = Callable[[Sequence[Function], bool], "CallGrammar | Unconstrained"]
 

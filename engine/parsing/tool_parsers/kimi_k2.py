@@ -22,6 +22,7 @@ from engine.parsing.tool_parsers.base import (
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     THINK,
+    THINK_OPENED,
     CallGrammar,
     Const,
     Function,
@@ -89,4 +90,4 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
         for f in functions
     )
     section = Tag(SECTION, Repeat(calls, "", single), SECTION_END)
-    return CallGrammar((section,), THINK, trigger=SECTION, repeat=False)
+    return CallGrammar((section,), THINK, trigger=SECTION, repeat=False, opened=THINK_OPENED)

@@ -30,6 +30,7 @@ from engine.parsing.tool_parsers.base import (
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     THINK,
+    THINK_OPENED,
     CallGrammar,
     Const,
     Function,
@@ -106,7 +107,7 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
             )
         )
     call = Tag("<tool_call>\n", OneOf(tuple(options)), "</tool_call>")
-    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n", opened=THINK_OPENED)
 
 
 def _parameter(key: str, schema: dict[str, object]) -> Node:

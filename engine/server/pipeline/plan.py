@@ -144,7 +144,10 @@ def _family_forced(
         return None
     _check_grammar(_parameters(tools, name), "tools")
     schemas = json.dumps(_parameters(tools, name))
-    return OutputConstraint(schemas, param="tools", structure=grammar.forced(single))
+    opened = grammar.forced(single, opened=True) if grammar.opened is not None else None
+    return OutputConstraint(
+        schemas, param="tools", structure=grammar.forced(single), after_open=opened
+    )
 
 
 def _family_lazy(
