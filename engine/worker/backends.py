@@ -265,7 +265,7 @@ class Backend:
             logger.exception("preparing request %d failed", rid)
             return RequestRejected(rid, "internal", f"engine error: {short_error(exc)}")
         self._speculate(prepared.config)
-        constraint = request.constraint
+        constraint = prepared.constraint
         probed = True
         key = prepared.grammar_key
         if constraint is not None and key is not None and self.grammar_probe is not None:

@@ -7,10 +7,11 @@ Everything here is plain data so a crash on either side never leaves shared stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from engine.models import ModelSpec
+from engine.parsing.tool_parsers.grammar import Node as GrammarNode
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 """How an accepted request ended (the wire value is the string)."""
@@ -62,6 +63,9 @@ class OutputConstraint:
     ``begin + <JSON> + end``; ``single`` ends the reply after the first call
     (``parallel_tool_calls: false``). A lazy grammar that cannot be compiled is dropped, not
     refused: the client asked for no constraint, so its request runs unconstrained.
+
+    With ``structure`` set the grammar is that tree of structural tags
+    (:mod:`engine.parsing.tool_parsers.grammar`), built by the family's parser module.
     """
 
     json_schema: str
@@ -70,6 +74,19 @@ class OutputConstraint:
     param: str = "response_format"  # the request field a bad schema came from
     trigger: str = ""
     single: bool = False
+    # A call grammar in a family's own syntax (harmony, Kimi K2, GLM...): when set it is the
+    # whole constraint (``begin``/``end`` unused; ``json_schema`` lists the tools' parameter
+    # schemas, for the worker's checks; ``trigger`` set when the tree is a lazy one).
+    structure: GrammarNode | None = None
+    # The structure to use instead when the prompt ends inside an opened ``<think>`` block
+    # (known only once templated, in the worker: see :meth:`for_prompt`).
+    after_open: GrammarNode | None = None
+
+    def for_prompt(self, opens_reasoning: bool) -> OutputConstraint:
+        """The constraint for a prompt that does (or does not) end inside ``<think>``."""
+        if not opens_reasoning or self.after_open is None:
+            return self
+        return replace(self, structure=self.after_open, after_open=None)
 
     @property
     def lazy(self) -> bool:

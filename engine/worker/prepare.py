@@ -14,9 +14,12 @@ import math
 import re
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from engine.parsing.tool_parsers import grammar as g
+from engine.parsing.tool_parsers.grammar import Node as GrammarNode
+from engine.parsing.tool_parsers.grammar import node_strings
 from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
 from engine.worker.jinja_template import TemplateRefused, render_chat
@@ -58,6 +61,9 @@ class PreparedRequest:
     prompt_text: str | None = None
     images: tuple[ImageInput, ...] = ()
     image_tokens: int = 0
+    # The constraint as it applies to this prompt (OutputConstraint.for_prompt): the one the
+    # grammar probe compiles, whose grammar grammar_key names.
+    constraint: OutputConstraint | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -156,12 +162,25 @@ def prepare(
         max_tokens = 1  # nothing is generated
     else:
         max_tokens = completion_room(request.max_tokens, prompt_tokens, context_length)
+    if request.constraint is not None:  # a call grammar may depend on an opened <think>
+        request = replace(request, constraint=request.constraint.for_prompt(opens_reasoning))
     config, grammar_key = _config(request, base_config, max_tokens)
+    constraint = request.constraint
     if image_tokens is None:
-        return PreparedRequest(prompt_ids, max_tokens, config, opens_reasoning, grammar_key)
+        return PreparedRequest(
+            prompt_ids, max_tokens, config, opens_reasoning, grammar_key, constraint=constraint
+        )
     config.apply_chat_template = False  # templated above, tags and all
     return PreparedRequest(
-        prompt_ids, max_tokens, config, opens_reasoning, grammar_key, text, images, pictures
+        prompt_ids,
+        max_tokens,
+        config,
+        opens_reasoning,
+        grammar_key,
+        text,
+        images,
+        pictures,
+        constraint,
     )
 
 
@@ -279,7 +298,9 @@ def _check_text(request: GenerationRequest) -> None:
     }
     if request.constraint is not None:
         c = request.constraint
-        fields[c.param] = (c.json_schema, c.begin, c.end)
+        fields[c.param] = (c.json_schema, c.begin, c.end, c.trigger)
+        if c.structure is not None:
+            fields[c.param] += tuple(node_strings(c.structure))
     for param, value in fields.items():
         for text in _strings(value):
             try:
@@ -428,6 +449,12 @@ def structured_config(constraint: OutputConstraint) -> StructuredGrammar:
     import openvino_genai as ov_genai
 
     so = ov_genai.StructuredOutputConfig
+    if constraint.structure is not None:
+        text = repr(constraint.structure)
+        key = hashlib.sha256(("structure\0" + text).encode("utf-8", "replace")).hexdigest()
+        return StructuredGrammar(
+            so(structural_tags_config=structural_tag(constraint.structure)), key, len(text)
+        )
     grammar = _compact_grammar(constraint.json_schema)
     kind, text = ("ebnf", grammar) if grammar else ("json_schema", constraint.json_schema)
     parts: tuple[str, ...] = (kind, constraint.begin, constraint.end, text)
@@ -444,6 +471,42 @@ def structured_config(constraint: OutputConstraint) -> StructuredGrammar:
         lazy = so.TriggeredTags([constraint.trigger], [tag], False, constraint.single)
         return StructuredGrammar(so(structural_tags_config=lazy), key, len(text))
     return StructuredGrammar(so(structural_tags_config=tag), key, len(text))
+
+
+def structural_tag(node: GrammarNode) -> Any:
+    """A family's call grammar (:mod:`engine.parsing.tool_parsers.grammar`) as GenAI's
+    structural tags; JSON as compact JSON where the schema allows (see ``json_grammar``)."""
+    import openvino_genai as ov_genai
+
+    so = ov_genai.StructuredOutputConfig
+    if isinstance(node, g.Const | g.Json | g.Pattern | g.Text):
+        return _leaf(node)
+    if isinstance(node, g.Tag):
+        return so.Tag(node.begin, structural_tag(node.content), node.end)
+    if isinstance(node, g.Seq | g.OneOf):
+        parts = node.parts if isinstance(node, g.Seq) else node.options
+        items = [structural_tag(item) for item in parts]
+        if len(items) == 1:  # GenAI's Concat and Union take two or more
+            return items[0]
+        return so.Concat(items) if isinstance(node, g.Seq) else so.Union(items)
+    tags = [structural_tag(tag) for tag in node.tags]
+    if isinstance(node, g.Repeat):  # one or more
+        return so.TagsWithSeparator(tags, node.separator, True, node.single)
+    return so.TriggeredTags(list(node.triggers), tags, False, node.single)
+
+
+def _leaf(node: g.Const | g.Json | g.Pattern | g.Text) -> Any:
+    import openvino_genai as ov_genai
+
+    so = ov_genai.StructuredOutputConfig
+    if isinstance(node, g.Const):
+        return so.ConstString(node.text)
+    if isinstance(node, g.Pattern):
+        return so.Regex(node.regex)
+    if isinstance(node, g.Text):
+        return so.AnyText()
+    grammar = _compact_grammar(node.schema)
+    return so.EBNF(grammar) if grammar else so.JSONSchema(node.schema)
 
 
 def _compact_grammar(schema_text: str) -> str | None:

@@ -7,8 +7,8 @@ print its family's native call and reasoning under its real chat template. Each 
 through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
 clients: the call comes back structured with arguments ``{"city": "Paris"}``, the reasoning
 in the dialect's reasoning field, and no markup or stop token in any content; the tool-result
-round trip gives the trained final answer; a forced ``tool_choice`` still gives the call (for
-these families it is parsed, not constrained: the server logs that). Tests are parametrized
+round trip gives the trained final answer; a forced ``tool_choice`` gives the call (held by
+the family's own call grammar: ``test_family_grammars_e2e.py``). Tests are parametrized
 over the families; the server is shared by the module. The Ollama messages carry no ids and
 no ``tool_name``, as many Ollama clients send them.
 """

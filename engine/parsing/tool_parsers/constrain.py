@@ -1,8 +1,11 @@
-"""Constraining a call (``tool_choice`` forced): what the grammar must produce around the JSON.
+"""Constraining a call (``tool_choice`` forced, or ``"auto"`` once a call opens).
 
-Only the families whose call is one ``{"name", "arguments"}`` JSON object between fixed
-markers have a :class:`CallSyntax`; :func:`call_syntax` returns ``None`` for the others (XML
-parameters, harmony headers), whose forced calls are parsed but not constrained yet. Pure.
+The families whose call is one ``{"name", "arguments"}`` JSON object between fixed markers
+have a :class:`CallSyntax` (what the grammar writes around the JSON). The others (harmony,
+DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) build a
+:class:`~engine.parsing.tool_parsers.grammar.CallGrammar` in their own module's
+``call_grammar``; :func:`family_grammar` picks it, or says why a family stays unconstrained
+(:class:`~engine.parsing.tool_parsers.grammar.Unconstrained`). Pure.
 """
 
 from __future__ import annotations
@@ -10,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.parsing.tool_parsers import deepseek, gemma4, glm, harmony, kimi_k2, qwen3_xml
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import (
+    CallGrammar,
+    GrammarBuilder,
+    Unconstrained,
+    functions_of,
+)
 
 
 @dataclass(frozen=True)
@@ -66,3 +76,31 @@ def call_schema(
     if not options:
         raise ValueError(f"no tool named {name!r}" if name else "no tools")
     return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+# Each family's own call grammar (see its module's ``call_grammar``).
+CALL_GRAMMARS: dict[ToolFormat, GrammarBuilder] = {
+    ToolFormat.HARMONY: harmony.call_grammar,
+    ToolFormat.DEEPSEEK: deepseek.call_grammar,
+    ToolFormat.KIMI_K2: kimi_k2.call_grammar,
+    ToolFormat.GLM: glm.call_grammar,
+    ToolFormat.GEMMA4: gemma4.call_grammar,
+    ToolFormat.QWEN3_XML: qwen3_xml.call_grammar,
+}
+
+
+def family_grammar(
+    fmt: ToolFormat | str, tools: list[dict[str, Any]], name: str | None, single: bool
+) -> CallGrammar | Unconstrained:
+    """``fmt``'s call grammar over ``tools`` (only ``name``'s, if set), or why there is none.
+
+    Raises:
+        ValueError: ``name`` is no tool's name (or there are no tools).
+    """
+    functions = functions_of(tools, name)
+    if not functions:
+        raise ValueError(f"no tool named {name!r}" if name else "no tools")
+    builder = CALL_GRAMMARS.get(ToolFormat(fmt))
+    if builder is None:
+        return Unconstrained.NO_GRAMMAR
+    return builder(functions, single)

@@ -14,6 +14,8 @@ thread-safe: one per request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
     RegionItem,
@@ -21,6 +23,18 @@ from engine.parsing.tool_parsers.base import (
     split_blocks,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import (
+    THINK,
+    THINK_OPENED,
+    CallGrammar,
+    Const,
+    Function,
+    Json,
+    OneOf,
+    Repeat,
+    Seq,
+    Tag,
+)
 from engine.parsing.tool_parsers.kimi_k2 import _upto
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
@@ -75,3 +89,30 @@ def _unfenced(text: str) -> str:
     if body.startswith("```"):
         body = body[3:].removeprefix("json")
     return body.removesuffix("```").strip()
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
+    """One section of calls in either spelling (R1 and V3's ``function<sep>NAME`` and a
+    fenced JSON, V3.1's ``NAME<sep>JSON``), after the reasoning the generation prompt opens
+    (``<think>``, closed by ``</think>``). The section marker opens nothing else: lazy too."""
+    calls = tuple(
+        Tag(
+            CALL,
+            OneOf(
+                (
+                    Seq(
+                        (
+                            Const(f"function{SEP}{f.name}\n{FENCE}\n"),
+                            Json(f.schema_text),
+                            Const("\n```"),
+                        )
+                    ),
+                    Seq((Const(f"{f.name}{SEP}"), Json(f.schema_text))),
+                )
+            ),
+            CALL_END,
+        )
+        for f in functions
+    )
+    section = Tag(BEGIN, Repeat(calls, "\n", single), END)
+    return CallGrammar((section,), THINK, trigger=BEGIN, repeat=False, opened=THINK_OPENED)

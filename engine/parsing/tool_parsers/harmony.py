@@ -13,8 +13,11 @@ too). Not thread-safe: one per request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem, Unparsed, json_args_item
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import CallGrammar, Function, Json, Tag, Text
 from engine.parsing.tool_parsers.kimi_k2 import _upto
 
 RECIPIENT = "to=functions."
@@ -45,3 +48,21 @@ class HarmonyToolParser(MarkupToolParser):
             return None
         words = header.split("<|", 1)[0].split()
         return (words[0] if words else ""), _upto(arguments, self.ends)
+
+
+CALL_HEAD = "<|channel|>commentary " + RECIPIENT
+ANALYSIS = Tag("<|channel|>analysis<|message|>", Text(), "<|end|><|start|>assistant")
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
+    """The analysis channel (optional), then one commentary message to a function whose
+    body is its JSON arguments. The message's ``<|call|>`` is a stop token: it ends the
+    reply (and the grammar needs nothing after the JSON), so harmony writes one call per
+    reply however ``single`` is set. Lazy on ``<|channel|>commentary to=functions.``,
+    which starts nothing but a call."""
+    del single  # one call per reply: <|call|> ends it
+    calls = tuple(
+        Tag(f"{CALL_HEAD}{f.name} <|constrain|>json{MESSAGE}", Json(f.schema_text), "")
+        for f in functions
+    )
+    return CallGrammar(calls, ANALYSIS, trigger=CALL_HEAD, repeat=False)

@@ -9,6 +9,8 @@ usual ``<think>`` block. Not thread-safe: one per request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
     RegionItem,
@@ -18,6 +20,18 @@ from engine.parsing.tool_parsers.base import (
     split_blocks,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import (
+    THINK,
+    THINK_OPENED,
+    CallGrammar,
+    Const,
+    Function,
+    Json,
+    Pattern,
+    Repeat,
+    Seq,
+    Tag,
+)
 
 CALL, CALL_END = "<|tool_call_begin|>", "<|tool_call_end|>"
 ARGUMENTS = "<|tool_call_argument_begin|>"
@@ -59,3 +73,21 @@ def _upto(text: str, ends: tuple[str, ...]) -> str:
     """``text`` up to the first of ``ends``, or without a partial one at its end."""
     cut = min((at for at in (text.find(e) for e in ends) if at >= 0), default=-1)
     return text[:cut] if cut >= 0 else text[: len(text) - held_back(text, ends)]
+
+
+SECTION, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
+    """One section of calls, each ``functions.NAME:INDEX`` then its JSON arguments; the
+    ``<think>`` block may come first. The section marker opens nothing else: lazy too."""
+    calls = tuple(
+        Tag(
+            f"{CALL}functions.{f.name}:",
+            Seq((Pattern("[0-9]{1,3}"), Const(ARGUMENTS), Json(f.schema_text))),
+            CALL_END,
+        )
+        for f in functions
+    )
+    section = Tag(SECTION, Repeat(calls, "", single), SECTION_END)
+    return CallGrammar((section,), THINK, trigger=SECTION, repeat=False, opened=THINK_OPENED)

@@ -16,7 +16,9 @@ instead is read as JSON (models trained on both slip). Not thread-safe: one per 
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 
 from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
@@ -26,6 +28,23 @@ from engine.parsing.tool_parsers.base import (
     split_blocks,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import (
+    THINK,
+    THINK_OPENED,
+    CallGrammar,
+    Const,
+    Function,
+    Json,
+    Node,
+    OneOf,
+    Seq,
+    Tag,
+    Unconstrained,
+    element_sequence,
+    is_text_parameter,
+    object_parameters,
+    text_value,
+)
 from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call, read_call
 
 SPELLING = XMLSpelling(re.compile(r"<parameter=(?P<name>[^>\n]+)>"), "</parameter>", "<parameter=")
@@ -63,3 +82,36 @@ class Qwen3XMLToolParser(MarkupToolParser):
 
     def _open_args(self, rest: str) -> tuple[str, str] | None:
         return open_call(rest, (FUNCTION, FUNCTION_END), SPELLING, self._schemas, self.ends)
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | Unconstrained:
+    """``<tool_call>`` blocks of ``<function=NAME>`` with one ``<parameter=P>`` element per
+    parameter (declared order, optional ones may be left out), each tag on its own line as
+    the templates write them: string values as text up to ``</parameter>``, the rest as
+    JSON. A ``<think>`` block (Qwen3.5) may come first. ``<tool_call>`` opens nothing but a
+    call in these templates: lazy too."""
+    del single  # each call is its own block: the repeat decides
+    options: list[Node] = []
+    for f in functions:
+        parameters = object_parameters(f.parameters)
+        if parameters is None:
+            return Unconstrained.SCHEMA_NOTATION
+        elements = [(_parameter(key, schema), required) for key, schema, required in parameters]
+        options.append(
+            Seq(
+                (
+                    Const(f"{FUNCTION}{f.name}>\n"),
+                    element_sequence(elements),
+                    Const(f"{FUNCTION_END}\n"),
+                )
+            )
+        )
+    call = Tag("<tool_call>\n", OneOf(tuple(options)), "</tool_call>")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n", opened=THINK_OPENED)
+
+
+def _parameter(key: str, schema: dict[str, object]) -> Node:
+    head = f"<parameter={key}>\n"
+    if is_text_parameter(schema):
+        return text_value(head, schema, "\n</parameter>\n")
+    return Seq((Const(head), Json(json.dumps(schema)), Const("\n</parameter>\n")))

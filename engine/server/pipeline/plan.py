@@ -27,6 +27,8 @@ from engine.parsing import (
     template_supports_reasoning,
     tool_format_for_template,
 )
+from engine.parsing.tool_parsers.constrain import CALL_GRAMMARS, family_grammar
+from engine.parsing.tool_parsers.grammar import CallGrammar, Unconstrained
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
@@ -68,7 +70,9 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
     forced = choice.mode == "required" or choice.name is not None
     syntax = call_syntax(fmt) if fmt is not None and forced else None
     if fmt is not None and forced and syntax is None:
-        logger.warning("tool_choice forces a call, but %s calls cannot be constrained yet", fmt)
+        calls = 1 if choice.name else max_calls
+        constraint = _family_forced(fmt, request.tools, choice.name, calls == 1)
+        return Plan(fmt, constraint, calls, split, reasoning, tools)
     if fmt is not None and syntax is not None:
         try:
             schema = call_schema(fmt, request.tools, choice.name)
@@ -97,6 +101,8 @@ def _lazy_calls(
     object after a marker (:data:`LAZY_FORMATS`); a grammar over the server's limits is
     left out (logged), never refused: the client asked for no constraint.
     """
+    if fmt in CALL_GRAMMARS:
+        return _family_lazy(fmt, tools, max_calls == 1)
     syntax = call_syntax(fmt) if fmt in LAZY_FORMATS else None
     if syntax is None:
         return None
@@ -115,10 +121,53 @@ def _lazy_calls(
 # Calls written as one JSON object after a marker that starts nothing else: the lazy
 # grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not,
 # nor AUTO (a template showing no syntax): Qwen3-Coder writes XML inside the same
-# <tool_call>, which a JSON grammar would corrupt. GenAI's QwenXMLParametersFormat was
-# tried for the XML family on a trained Qwen3-Coder fixture and corrupted calls the
-# model writes correctly without it, so XML calls stay unconstrained.
+# <tool_call>, which a JSON grammar would corrupt. The families with their own call
+# grammar (CALL_GRAMMARS: harmony, DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) are
+# lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
+# family, corrupted calls and is not used (qwen3_xml.call_grammar writes the elements).
 LAZY_FORMATS = frozenset({ToolFormat.HERMES})
+
+
+def _family_forced(
+    fmt: ToolFormat, tools: list[dict[str, Any]], name: str | None, single: bool
+) -> OutputConstraint | None:
+    """A forced call in the family's own syntax (its module's ``call_grammar``), or ``None``
+    with the typed reason logged: the call is then parsed, not constrained."""
+    try:
+        grammar = family_grammar(fmt, tools, name, single)
+    except ValueError as exc:  # a dialect let a name through that no tool has
+        raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
+    if isinstance(grammar, Unconstrained):
+        logger.warning(
+            "tool_choice forces a call, but %s calls are not constrained (%s)", fmt, grammar
+        )
+        return None
+    _check_grammar(_parameters(tools, name), "tools")
+    schemas = json.dumps(_parameters(tools, name))
+    opened = grammar.forced(single, opened=True) if grammar.opened is not None else None
+    return OutputConstraint(
+        schemas, param="tools", structure=grammar.forced(single), after_open=opened
+    )
+
+
+def _family_lazy(
+    fmt: ToolFormat, tools: list[dict[str, Any]], single: bool
+) -> OutputConstraint | None:
+    """``tool_choice: "auto"`` in a family's own syntax: free text until its trigger."""
+    try:
+        grammar = family_grammar(fmt, tools, None, single)
+        check_grammar(_parameters(tools, None))
+    except (ValueError, GrammarTooLarge) as exc:
+        logger.info("tool calls unconstrained: %s", exc)
+        return None
+    lazy = grammar.lazy(single) if isinstance(grammar, CallGrammar) else None
+    if lazy is None:
+        logger.info("tool calls unconstrained: %s has no lazy grammar (%s)", fmt, grammar)
+        return None
+    schemas = json.dumps(_parameters(tools, None))
+    return OutputConstraint(
+        schemas, param="tools", trigger=lazy.triggers[0], single=single, structure=lazy
+    )
 
 
 def _parameters(tools: list[dict[str, Any]], name: str | None) -> list[Any]:
