@@ -40,8 +40,7 @@ from engine import cpu_tune
 from engine.devices import DeviceInfo, discover_devices
 from engine.models import DEMO_MODEL_ID, GENERATIVE_TASKS, ModelError, ModelSpec, spec_from_path
 from engine.resources import demo_model_path
-from engine.runtime import Runtime, ServedEngine, TuneDisturbed, tune_timing
-from engine.server.model_info import ModelInfo
+from engine.runtime import ModelInfo, Runtime, ServedEngine, TuneDisturbed, tune_timing
 from engine.server.monitor import RequestMonitor
 from engine.server.pipeline import Pipeline
 from engine.server.runner import PortInUseError

@@ -20,9 +20,11 @@ from engine.runtime.chores import (
 from engine.runtime.default_model import DefaultModel
 from engine.runtime.runtime import Runtime
 from engine.runtime.served import ServedEngine
+from engine.server.model_info import ModelInfo  # what the desktop lists of remote models
 
 __all__ = [
     "DefaultModel",
+    "ModelInfo",
     "Runtime",
     "ServedEngine",
     "StartupChores",
