@@ -479,7 +479,7 @@ def structural_tag(node: GrammarNode) -> Any:
     import openvino_genai as ov_genai
 
     so = ov_genai.StructuredOutputConfig
-    if isinstance(node, g.Const | g.Json | g.Pattern | g.Text):
+    if isinstance(node, g.Const | g.Json | g.Pattern | g.Ebnf | g.Text):
         return _leaf(node)
     if isinstance(node, g.Tag):
         return so.Tag(node.begin, structural_tag(node.content), node.end)
@@ -495,7 +495,7 @@ def structural_tag(node: GrammarNode) -> Any:
     return so.TriggeredTags(list(node.triggers), tags, False, node.single)
 
 
-def _leaf(node: g.Const | g.Json | g.Pattern | g.Text) -> Any:
+def _leaf(node: g.Const | g.Json | g.Pattern | g.Ebnf | g.Text) -> Any:
     import openvino_genai as ov_genai
 
     so = ov_genai.StructuredOutputConfig
@@ -505,6 +505,8 @@ def _leaf(node: g.Const | g.Json | g.Pattern | g.Text) -> Any:
         return so.Regex(node.regex)
     if isinstance(node, g.Text):
         return so.AnyText()
+    if isinstance(node, g.Ebnf):
+        return so.EBNF(node.grammar)
     grammar = _compact_grammar(node.schema)
     return so.EBNF(grammar) if grammar else so.JSONSchema(node.schema)
 

@@ -18,6 +18,39 @@ from engine.parsing.tool_parsers import grammar as g
 from tests.schema_check import conforms
 
 _DECODER = json.JSONDecoder()
+_EBNF_TOKEN = re.compile(
+    r'\s*(?:(?P<lit>"(?:\\.|[^"\\])*")|(?P<cls>\[(?:\\.|[^\]\\])*\])'
+    r"|(?P<name>[A-Za-z_]\w*)|(?P<op>\{\d+(?:,\d*)?\}|[()|?*+]))"
+)
+
+
+def ebnf_regex(grammar: str) -> str:
+    """A Python regex for an EBNF grammar without recursion (its rules inlined), in the
+    subset the call grammars write: literals, character classes, groups, ``|`` and the
+    repetition operators."""
+    rules = {}
+    for line in grammar.strip().splitlines():
+        name, _, body = line.partition("::=")
+        rules[name.strip()] = body.strip()
+
+    def expand(name: str, depth: int = 0) -> str:
+        assert depth < 50, "recursive grammar"
+        out, body, at = [], rules[name], 0
+        while at < len(body.rstrip()):
+            m = _EBNF_TOKEN.match(body, at)
+            assert m, body[at:]
+            at = m.end()
+            if m["lit"]:
+                out.append("(?:" + re.escape(json.loads(m["lit"].replace("\\x", "\\u00"))) + ")")
+            elif m["cls"]:
+                out.append(m["cls"])
+            elif m["name"]:
+                out.append("(?:" + expand(m["name"], depth + 1) + ")")
+            else:
+                out.append("(?:" if m["op"] == "(" else m["op"])
+        return "".join(out)
+
+    return expand("root")
 
 
 def accepts(node: g.Node, text: str) -> bool:
@@ -30,8 +63,8 @@ def _ends(node: g.Node, text: str, pos: int, until: str | None) -> set[int]:
     end string of the enclosing tag (where a ``Text`` may stop)."""
     if isinstance(node, g.Const):
         return {pos + len(node.text)} if text.startswith(node.text, pos) else set()
-    if isinstance(node, g.Pattern):
-        rx = re.compile(node.regex)
+    if isinstance(node, g.Pattern | g.Ebnf):
+        rx = re.compile(node.regex if isinstance(node, g.Pattern) else ebnf_regex(node.grammar))
         return {end for end in range(pos, len(text) + 1) if rx.fullmatch(text, pos, end)}
     if isinstance(node, g.Text):
         if not until:

@@ -176,6 +176,7 @@ def test_gemma_arguments_are_sorted_comma_joined_and_typed() -> None:
     forced = grammar.forced(True)
     assert accepts(forced, call('a:<|"|>x, y<|"|>,b:3,c:true'))
     assert accepts(forced, call("c:false"))
+    assert accepts(forced, call('a:<|"|>a < b <| c <|"<|"|>,c:true'))  # '<' but no quote token
     assert accepts(forced, call("b:-4,c:true"))
     assert not accepts(forced, call(",c:true"))
     assert not accepts(forced, call('b:3,a:<|"|>x<|"|>,c:true'))  # not in sorted order

@@ -21,15 +21,12 @@ from engine.parsing.tool_parsers.base import (
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     CallGrammar,
-    Const,
+    Ebnf,
     Function,
-    Json,
-    Node,
-    OneOf,
-    Seq,
     Tag,
     Text,
     Unconstrained,
+    ebnf_literal,
     is_text_parameter,
     object_parameters,
 )
@@ -74,6 +71,16 @@ class Gemma4ToolParser(MarkupToolParser):
 
 
 _SCALARS = ("number", "integer", "boolean")
+_Q = ebnf_literal(QUOTE)
+# A string's text: anything without <|"|> in it. Each unit leaves the text outside any part
+# of the quote token ('<' starts it and occurs nowhere else in it); the tail may end inside.
+_RULES = (
+    f"gstr ::= {_Q} gunit* gtail {_Q}",
+    'gunit ::= [^<] | "<"+ ([^|<] | "|" [^"<] | "|\\"" [^|<] | "|\\"|" [^><])',
+    'gtail ::= ("<"+ ("|" ("\\"" "|"?)?)?)?',
+    'gint ::= "-"? ("0" | [1-9] [0-9]{0,15})',
+    'gnum ::= gint ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?',
+)
 
 
 def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | Unconstrained:
@@ -81,53 +88,63 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
     keys in sorted order (the template's ``dictsort``): strings between ``<|"|>`` tokens,
     numbers and booleans as in JSON. Only flat schemas of such values: a nested object, an
     array or a union has no grammar in this notation yet (:data:`Unconstrained.SCHEMA_NOTATION`).
-    The thought channel may come first. ``<|tool_call>`` opens nothing else: lazy too."""
+    One EBNF, so optional keys (each needs a comma unless it is the first written) share
+    their rules: linear in the parameters. The thought channel may come first.
+    ``<|tool_call>`` opens nothing else: lazy too."""
     del single  # each call is its own block: the repeat decides
-    options: list[Node] = []
-    for f in functions:
+    rules: list[str] = []
+    options: list[str] = []
+    for i, f in enumerate(functions):
         parameters = object_parameters(f.parameters)
         if parameters is None:
             return Unconstrained.SCHEMA_NOTATION
-        values: list[tuple[Node, bool]] = []
+        pairs: list[tuple[str, bool]] = []
         for key, schema, required in sorted(parameters):
             value = _value(schema)
             if value is None:
                 return Unconstrained.SCHEMA_NOTATION
-            values.append((Seq((Const(f"{key}:"), value)), required))
-        options.append(Seq((Const(f"call:{f.name}{{"), _arguments(values), Const("}"))))
-    call = Tag(BEGIN, OneOf(tuple(options)), END)
+            pairs.append((f"{ebnf_literal(key + ':')} {value}", required))
+        options.append(
+            f'{ebnf_literal(f"call:{f.name}{{")} {_arguments(pairs, f"t{i}", rules)} "}}"'
+        )
+    grammar = "\n".join(["root ::= " + " | ".join(options), *rules, *_RULES]) + "\n"
+    call = Tag(BEGIN, Ebnf(grammar), END)
     reasoning = Tag("<|channel>thought", Text(), "<channel|>")
     return CallGrammar((call,), reasoning, trigger=BEGIN)
 
 
-def _value(schema: dict[str, object]) -> Node | None:
+def _value(schema: dict[str, object]) -> str | None:
+    """The EBNF of one value in Gemma's notation, or None when it has none here."""
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
-        return OneOf(tuple(Const(f"{QUOTE}{v}{QUOTE}") for v in enum))
+        return "(" + " | ".join(ebnf_literal(f"{QUOTE}{v}{QUOTE}") for v in enum) + ")"
     if is_text_parameter(schema):
-        return Tag(QUOTE, Text(), QUOTE)
-    if schema.get("type") in _SCALARS and not {"enum", "const"} & set(schema):
-        return Json(json.dumps({"type": schema["type"]}))
+        return "gstr"
+    kind = schema.get("type")
+    if kind in _SCALARS and not {"enum", "const"} & set(schema):
+        return {"number": "gnum", "integer": "gint", "boolean": '("true" | "false")'}[str(kind)]
     return None
 
 
-def _arguments(values: list[tuple[Node, bool]]) -> Node:
-    """``k:v`` pairs joined by commas, the optional ones may be left out: the first pair
-    written has no comma (one alternative per possible first pair, up to the first
-    required one)."""
-
-    def rest(start: int) -> list[Node]:
-        parts: list[Node] = []
-        for node, required in values[start:]:
-            pair = Seq((Const(","), node))
-            parts.append(pair if required else OneOf((pair, Const(""))))
-        return parts
-
-    firsts: list[Node] = []
-    for k, (node, required) in enumerate(values):
-        firsts.append(Seq((node, *rest(k + 1))))
+def _arguments(pairs: list[tuple[str, bool]], hint: str, rules: list[str]) -> str:
+    """``k:v`` pairs joined by commas, the optional ones may be left out (the scheme of
+    ``engine.worker.json_grammar``'s objects): ``rest_k`` is the pairs from k on after one
+    was written; the first pair written is any up to the first required one."""
+    rest = [""] * (len(pairs) + 1)
+    for k in range(len(pairs) - 1, 0, -1):
+        pair, required = pairs[k]
+        step = f'"," {pair}' if required else f'("," {pair})?'
+        name = f"{hint}_r{k}"
+        rules.append(f"{name} ::= {step} {rest[k + 1]}".rstrip())
+        rest[k] = name
+    firsts: list[str] = []
+    may_be_empty = True
+    for k, (pair, required) in enumerate(pairs):
+        firsts.append(f"{pair} {rest[k + 1]}".strip())
         if required:
+            may_be_empty = False
             break
-    else:  # every pair optional: none at all is allowed too
-        firsts.append(Const(""))
-    return OneOf(tuple(firsts)) if firsts else Const("")
+    if not firsts:
+        return ""
+    body = "(" + " | ".join(firsts) + ")"
+    return body + "?" if may_be_empty else body

@@ -46,6 +46,14 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class Ebnf:
+    """Text matching ``grammar`` (XGrammar's EBNF dialect, start rule ``root``): for a
+    notation whose repetition needs shared rules (structural tags are a tree, no rules)."""
+
+    grammar: str
+
+
+@dataclass(frozen=True)
 class Text:
     """Any text; inside a :class:`Tag` it runs until the tag's ``end``."""
 
@@ -93,7 +101,7 @@ class Triggered:
     single: bool = False
 
 
-Node = Const | Json | Pattern | Text | Tag | Seq | OneOf | Repeat | Triggered
+Node = Const | Json | Pattern | Ebnf | Text | Tag | Seq | OneOf | Repeat | Triggered
 
 
 class Unconstrained(str, Enum):
@@ -148,7 +156,8 @@ class CallGrammar:
         reasoning = self.opened if opened and self.opened is not None else self.reasoning
         if reasoning is None:
             return Seq((GAP, calls))
-        return OneOf((Seq((GAP, reasoning, GAP, calls)), Seq((GAP, calls))))
+        # (the calls once, after an optional reasoning: half the grammar of two branches)
+        return Seq((GAP, OneOf((Seq((reasoning, GAP)), EMPTY)), calls))
 
     def lazy(self, single: bool) -> Triggered | None:
         """Free text until the trigger, then the calls (``tool_choice: "auto"``)."""
@@ -159,6 +168,9 @@ class CallGrammar:
 
 # Whitespace a model writes between its reasoning and its call (bounded: never runs on).
 GAP = Pattern(r"[ \n]{0,4}")
+# Nothing: the empty alternative of an optional part. GenAI refuses an empty ConstString and
+# an empty Regex (``Invalid structural tag``); an empty group compiles and matches nothing.
+EMPTY = Pattern("(?:)")
 # A ``<think>`` block before a call, opened by the model; and its rest, when the generation
 # prompt opened it (Qwen3.5, GLM-4.7, DeepSeek R1 write ``<think>`` there).
 THINK = Tag("<think>", Text(), "</think>")
@@ -229,8 +241,21 @@ def element_sequence(elements: Sequence[tuple[Node, bool]]) -> Node:
     """Elements in order; the optional ones may be left out (``(node, required)``)."""
     parts: list[Node] = []
     for node, required in elements:
-        parts.append(node if required else OneOf((node, Const(""))))
-    return Seq(tuple(parts)) if parts else Const("")
+        parts.append(node if required else OneOf((node, EMPTY)))
+    return Seq(tuple(parts)) if parts else EMPTY
+
+
+def ebnf_literal(text: str) -> str:
+    """``text`` as an EBNF string literal."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def node_strings(node: Node) -> list[str]:
@@ -245,6 +270,8 @@ def node_strings(node: Node) -> list[str]:
             out.append(item.schema)
         elif isinstance(item, Pattern):
             out.append(item.regex)
+        elif isinstance(item, Ebnf):
+            out.append(item.grammar)
         elif isinstance(item, Tag):
             out.extend((item.begin, item.end))
             stack.append(item.content)
