@@ -333,7 +333,10 @@ def check(seen: dict[str, Any]) -> None:
     usage = seen["openai.usage"]
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     assert seen["openai.stream_usage"] == usage
-    assert seen["anthropic.usage"]["input_tokens"] == usage["prompt_tokens"]
+    # Anthropic counts the prefix cache's reads apart from input_tokens (llama-server says
+    # how many it reused: prompt_tokens_details.cached_tokens).
+    said = seen["anthropic.usage"]
+    assert said["input_tokens"] + (said["cache_read_input_tokens"] or 0) == usage["prompt_tokens"]
     assert seen["anthropic.count"] == usage["prompt_tokens"]
 
     # Thinking arrives as llama-server parsed it: its own reasoning_content when it splits
