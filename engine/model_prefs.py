@@ -52,6 +52,20 @@ _INTS: Final[dict[str, tuple[int, int]]] = {
 }
 
 
+def parse_value(text: str) -> Any:
+    """A setting's value as typed (CLI ``KEY=VALUE``, the settings dialog): empty clears it,
+    a number when it reads as one, else the text itself (:class:`ModelPrefs`'s checks refuse
+    it, naming the setting)."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else text
+
+
 def _keys() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(ModelPrefs))
 

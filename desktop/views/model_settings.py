@@ -14,7 +14,6 @@ Threading: GUI thread only; reading and saving are two small file operations.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Final
 
@@ -31,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.controller import Controller
-from engine.model_prefs import ModelPrefs, PrefsError
+from engine.model_prefs import ModelPrefs, PrefsError, parse_value
 from engine.settings import KV_CACHE_PRECISIONS
 from engine.store.errors import StoreError
 from engine.store.prefs_defaults import PrefDefaults, pref_defaults
@@ -87,19 +86,6 @@ def _value_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def parse_field(text: str) -> Any:
-    """A field's text as the engine takes it: empty clears, a number when it reads as one,
-    else the text itself (the engine refuses it, naming the field)."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else text
 
 
 class ModelSettingsDialog(QDialog):
@@ -229,7 +215,7 @@ class ModelSettingsDialog(QDialog):
     def changes(self) -> dict[str, Any]:
         """Every field as the engine takes it (``None``: the default)."""
         values: dict[str, Any] = {
-            key: parse_field(edit.text()) for key, edit in self.fields.items()
+            key: parse_value(edit.text()) for key, edit in self.fields.items()
         }
         values["device"] = self.device.currentData()
         values["kv_cache_precision"] = self.kv_precision.currentData()

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO, TypeVar
 
-from engine.model_prefs import PREF_KEYS, PrefsError
+from engine.model_prefs import PREF_KEYS, PrefsError, parse_value
 from engine.models import ModelError, verify_files
 from engine.settings import Settings
 from engine.store.catalog import Catalog, MachineInfo
@@ -135,7 +135,7 @@ def _settings(store: ModelStore, settings: Settings, args: argparse.Namespace) -
         key, equals, text = item.partition("=")
         if not equals:
             raise PrefsError(f"{item!r}: expected KEY=VALUE (KEY= clears it)")
-        changes[key.strip()] = _pref_value(text.strip())
+        changes[key.strip()] = parse_value(text)
     prefs = store.set_prefs(args.model, changes) if changes else store.prefs(args.model)
     if args.json:
         print(json.dumps({"model": args.model, "settings": prefs.to_dict()}, indent=2))
@@ -146,17 +146,6 @@ def _settings(store: ModelStore, settings: Settings, args: argparse.Namespace) -
     for key, value in values.items():
         print(f"{key} = {value}")
     return 0
-
-
-def _pref_value(text: str) -> Any:
-    """A setting's value as typed: a number when it reads as one, empty clears, else text."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else text
 
 
 def _list(store: ModelStore, settings: Settings, args: argparse.Namespace) -> int:

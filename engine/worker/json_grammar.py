@@ -48,6 +48,8 @@ import json
 import re
 from typing import Any
 
+from engine.parsing.tool_parsers.grammar import ebnf_literal as _literal
+
 __all__ = ["UnsupportedSchema", "compact_json_grammar"]
 
 # Keywords that describe a schema without constraining the value.
@@ -141,19 +143,6 @@ def compact_json_grammar(schema: Any) -> str:
         UnsupportedSchema: the schema uses a keyword or form outside the supported subset.
     """
     return _Builder(schema).build()
-
-
-def _literal(text: str) -> str:
-    """``text`` as an EBNF string literal."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
 
 
 def _json_literal(value: Any) -> str:
