@@ -81,3 +81,17 @@ def client(server: ServerProcess) -> Iterator[openai.OpenAI]:
 @pytest.fixture(scope="module")
 def model_id(server: ServerProcess) -> str:
     return str(server.wait_ready()["model"])
+
+
+@pytest.fixture(scope="session")
+def family_server(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
+) -> Iterator[ServerProcess]:
+    """One server with the six tool-calling family models in its store, shared by the
+    family modules (their parsers and their call grammars), so the models load once."""
+    from tests.server.test_families_e2e import store_families
+
+    home = tmp_path_factory.mktemp("families-home")
+    store_families(home)
+    with running_server(home, tiny_model) as proc:
+        yield proc

@@ -29,7 +29,7 @@ import pytest
 from engine.settings import load_settings
 from engine.store.manifest import Manifest, Source
 from engine.store.store import ModelStore
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +128,8 @@ def _clean(text: str | None) -> None:
         assert marker not in (text or ""), f"{marker!r} in content {text!r}"
 
 
-def _store(home: Path) -> None:
+def store_families(home: Path) -> None:
+    """Put the six family fixtures into the model store under ``home``."""
     store = ModelStore(load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir)
     store.root.mkdir(parents=True, exist_ok=True)
     for family in FAMILIES:
@@ -149,11 +150,8 @@ def _store(home: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    home = tmp_path_factory.mktemp("families-home")
-    _store(home)
-    with running_server(home, tiny_model) as proc:
-        yield proc
+def server(family_server: ServerProcess) -> ServerProcess:
+    return family_server  # tests/server/conftest.py: the models load once for both modules
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -29,7 +28,7 @@ import openai
 import pytest
 
 from tests.schema_check import conforms
-from tests.server.harness import ServerProcess, running_server
+from tests.server.harness import ServerProcess
 from tests.server.test_families_e2e import (
     FAMILIES,
     _anthropic_extra,
@@ -38,7 +37,6 @@ from tests.server.test_families_e2e import (
     _messages,
     _model_id,
     _openai_messages,
-    _store,
     _thinking_kwargs,
 )
 
@@ -64,11 +62,8 @@ LAZY_FAMILIES = tuple(f for f in FAMILIES if f != "gemma4")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[ServerProcess]:
-    home = tmp_path_factory.mktemp("family-grammars-home")
-    _store(home)
-    with running_server(home, tiny_model) as proc:
-        yield proc
+def server(family_server: ServerProcess) -> ServerProcess:
+    return family_server  # tests/server/conftest.py: the models load once for both modules
 
 
 @pytest.fixture(scope="module")
