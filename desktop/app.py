@@ -161,6 +161,7 @@ class DesktopApp(QObject):
             chat = ChatWindow(self.controller, self.tasks, self.history, self.chat_options)
             chat.open_settings.connect(self.show_settings)
             chat.open_models.connect(self.show_models)
+            chat.open_catalog.connect(self.show_models)
             chat.open_requests.connect(self.show_requests)
             chat.quit_requested.connect(self.quit)
             self._chat = chat

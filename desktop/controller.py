@@ -34,6 +34,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.jobs import Job
 from desktop.log_tail import log_tail
+from desktop.speech import SpeechModels, speech_models
 from desktop.state import DesktopState
 from desktop.taskman import TaskManager
 from engine import cpu_tune
@@ -181,6 +182,8 @@ class Controller(QObject):
         self.status = self.runtime.default.status()
         self.last_notification: tuple[str, str, bool] | None = None
         self._models: list[ModelChoice] = []
+        # The installed models the chat's dictation and Read aloud use.
+        self.speech = SpeechModels()
         # A remote model picked in the tray: new chats answer with it (nothing loads; the
         # default model stays). Picking a local model clears it.
         self.remote_default: str | None = None
@@ -490,8 +493,9 @@ class Controller(QObject):
             if m.manifest.task in GENERATIVE_TASKS
         )
         choices.extend(remote_choices(self.runtime.remotes.infos()))
-        if choices != self._models:
-            self._models = choices
+        speech = speech_models(stored)
+        if choices != self._models or speech != self.speech:
+            self._models, self.speech = choices, speech
             self.models_changed.emit()
 
     def choice(self, model_id: str | None) -> ModelChoice | None:

@@ -53,13 +53,25 @@ QT_SYSTEM_LIBRARIES: dict[str, str] = {
     "libxkbcommon.so.0": "libxkbcommon0",
     "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
 }
+# What Qt Multimedia (dictation and Read aloud) links against beyond the above: PulseAudio's
+# client library, also what PipeWire desktops serve through pipewire-pulse.
+QT_AUDIO_LIBRARIES: dict[str, str] = {"libpulse.so.0": "libpulse0"}
+# The sound server and its tools the dictation tests run (a private server with a virtual
+# microphone: tests/desktop/virtual_audio.py); installed by ``packaging/dev.py test``.
+AUDIO_TEST_PACKAGES: dict[str, str] = {
+    "pulseaudio": "pulseaudio",
+    "pactl": "pulseaudio-utils",
+    "paplay": "pulseaudio-utils",
+    "parec": "pulseaudio-utils",
+}
 _MISSING = re.compile(r"^\s*(\S+) => not found", re.M)
 _DLERROR = re.compile(r"^(\S+\.so[.\d]*): cannot open shared object file")
 
 
 def debian_packages() -> list[str]:
-    """The Debian/Ubuntu packages of :data:`QT_SYSTEM_LIBRARIES`, sorted, each once."""
-    return sorted(set(QT_SYSTEM_LIBRARIES.values()))
+    """The Debian/Ubuntu packages of :data:`QT_SYSTEM_LIBRARIES` and
+    :data:`QT_AUDIO_LIBRARIES`, sorted, each once."""
+    return sorted({*QT_SYSTEM_LIBRARIES.values(), *QT_AUDIO_LIBRARIES.values()})
 
 
 def gui_installed() -> bool:

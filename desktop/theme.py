@@ -338,6 +338,9 @@ def style_sheet_for(colours: ThemeColours) -> str:
         f"#notice QLabel {{ color: {v['notice_text']}; }}\n"
         f'QLabel[role="error"] {{ color: {v["error"]}; }}\n'
         f'QLabel[role="warning"] {{ color: {v["warning"]}; }}\n'
+        # A control that cannot work yet but says why when pressed (dictation without a
+        # speech model): greyed out, not disabled, so the keyboard still reaches it.
+        f'QPushButton[unavailable="true"] {{ color: {v["dim"]}; }}\n'
         # The transcript's page, under its cards (desktop.views.transcript).
         f"QTextBrowser#transcript {{ background-color: {v['transcript_background']}; }}\n"
     )

@@ -34,6 +34,7 @@ import time
 import venv
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -110,18 +111,44 @@ def _ensure_env(extras: str, venv_dir: Path = VENV) -> None:
     stamp.write_text(digest)
 
 
-def qt_system_libraries() -> dict[str, str]:
-    """Library file name -> Debian/Ubuntu package, for everything Qt's X11 plugin loads.
-
-    Read from ``desktop/platform_libs.py`` by path: it is standard-library only, and this
-    script runs before any environment has Sidelight installed.
-    """
+def _platform_libs() -> Any:
+    """``desktop/platform_libs.py``, read by path: it is standard-library only, and this
+    script runs before any environment has Sidelight installed."""
     spec = importlib.util.spec_from_file_location("_sidelight_platform_libs", PLATFORM_LIBS)
     if spec is None or spec.loader is None:
         sys.exit(f"[dev] cannot read {PLATFORM_LIBS}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return dict(module.QT_SYSTEM_LIBRARIES)
+    return module
+
+
+def qt_system_libraries() -> dict[str, str]:
+    """Library file name -> Debian/Ubuntu package, for everything Qt's X11 plugin loads and
+    Qt Multimedia's PulseAudio client."""
+    module = _platform_libs()
+    return {**module.QT_SYSTEM_LIBRARIES, **module.QT_AUDIO_LIBRARIES}
+
+
+def audio_test_packages() -> dict[str, str]:
+    """Command -> Debian package, for the sound server the dictation tests run."""
+    return dict(_platform_libs().AUDIO_TEST_PACKAGES)
+
+
+def ensure_audio_test_tools() -> None:
+    """Install PulseAudio and its tools (Linux, as root) for the dictation tests; without
+    them those tests are skipped, and this says so."""
+    if not sys.platform.startswith("linux"):
+        return
+    needed = audio_test_packages()
+    missing = sorted({pkg for tool, pkg in needed.items() if shutil.which(tool) is None})
+    if not missing:
+        return
+    if not apt_install(
+        missing, say, f"installing a sound server for the dictation tests: {' '.join(missing)}"
+    ):
+        say(
+            f"{' '.join(missing)} not installed: the dictation and Read aloud tests will be skipped"
+        )
 
 
 def loadable(library: str) -> bool:
@@ -224,6 +251,7 @@ def test(args: list[str]) -> int:
     _require_qt_libs()
     _ensure_env("convert", CONVERT_VENV)
     _ensure_js_clients()
+    ensure_audio_test_tools()
     if shutil.which("curl") is None:  # tests run `curl -d`, as Ollama's docs do
         apt_install(["curl"], say)
     steps = [

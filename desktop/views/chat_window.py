@@ -68,6 +68,7 @@ from desktop.taskman import StreamWorker, TaskManager
 from desktop.views.attachments import PendingAttachments
 from desktop.views.chat_list import ChatList
 from desktop.views.chat_settings import ChatSettingsDialog
+from desktop.views.chat_speech import ChatSpeech
 from desktop.views.empty_chat import intro_for
 from desktop.views.image_attachments import PendingImages
 from desktop.views.image_thumbnails import show_images_from
@@ -140,6 +141,7 @@ class ChatWindow(QWidget):
     tool_calls_received = Signal(object)  # the reply's tool calls (tuple of ToolCall)
     open_settings = Signal()
     open_models = Signal()
+    open_catalog = Signal(str)  # the catalog opened on an entry (a speech model to get)
     open_requests = Signal()
     quit_requested = Signal()
     closed = Signal()
@@ -226,6 +228,7 @@ class ChatWindow(QWidget):
         splitter.setSizes([180, 440])
         self.notice = NoticeBar()
         bottom = self._build_bottom()
+        self.menu_button.menu().insertAction(self._tools_end, self.speech.dictate_action)
         self.status_strip = StatusStrip(self.controller.worker_pids)
 
         layout = QVBoxLayout(self)
@@ -239,6 +242,7 @@ class ChatWindow(QWidget):
         self._sync_send_button()
         self.message_actions = MessageActions(self.session, self.transcript, self)
         self.message_actions.intent.connect(self.apply)
+        self.message_actions.read_aloud.connect(self._read_aloud)
         self.refusals = RefusalView(self)
         self.refusals.intent.connect(self.apply)
 
@@ -249,6 +253,7 @@ class ChatWindow(QWidget):
             self.input,
             self.send_button,
             self.attach_button,
+            self.speech.dictation.button,
             self.pending_images.button,
             self.copy_button,
             self.chats_button,
@@ -328,6 +333,10 @@ class ChatWindow(QWidget):
         side.addWidget(self.send_button)
         side.addWidget(self.copy_button)
         side.addWidget(self.attach_button)
+        # Dictation and Read aloud (built here: the Dictate control sits beside the box).
+        self.speech = ChatSpeech(self.controller, self.tasks, self.input, self.notice, self)
+        self.speech.open_catalog.connect(self.open_catalog)
+        side.addWidget(self.speech.dictation)
         side.addWidget(self.pending_images.button)
         side.addStretch(1)
         column = QVBoxLayout()
@@ -371,7 +380,7 @@ class ChatWindow(QWidget):
         menu.addAction(self.attach_action)
         menu.addAction(self.paste_action)
         menu.addAction(self.pending_images.attach_action)
-        menu.addSeparator()
+        self._tools_end = menu.addSeparator()  # Dictate goes before it (built later)
         menu.addAction("Download models…").triggered.connect(self.open_models)
         menu.addAction("Requests…").triggered.connect(self.open_requests)
         menu.addAction("Settings…").triggered.connect(self.open_settings)
@@ -403,7 +412,10 @@ class ChatWindow(QWidget):
             self.closed.emit()
 
     def _on_escape(self) -> None:
-        """Esc undoes the nearest thing first: an edit, then a reply, then the window."""
+        """Esc undoes the nearest thing first: a dictation or a reading, an edit, then a
+        reply, then the window."""
+        if self.speech.cancel():
+            return
         if self.session.editing is not None:
             self.apply(CancelEdit())
         elif self.busy:
@@ -822,6 +834,12 @@ class ChatWindow(QWidget):
             )
         self.pending_images.sync()  # attaching images greys out for a model that cannot see
         self.transcript.set_intro(intro_for(self.controller.choice(model)))
+
+    def _read_aloud(self, index: int) -> None:
+        """Read reply ``index`` aloud (the version shown; again: stop)."""
+        messages = self.session.messages
+        if 0 <= index < len(messages):
+            self.speech.read(index, messages[index]["content"])
 
     def _on_starter(self, prompt: str) -> None:
         """A starter prompt of the empty chat: into the message box, to edit or send."""

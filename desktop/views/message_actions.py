@@ -1,4 +1,4 @@
-"""Per-message actions of the chat: copy, regenerate, edit-and-resend, delete, and the
+"""Per-message actions of the chat: copy, read aloud, regenerate, edit-and-resend, delete, and the
 previous / next version of a regenerated reply ("1/3" between two arrows).
 
 Each is reachable three ways: the quiet links under a message (mouse, or Tab then Enter in
@@ -9,7 +9,8 @@ last message typed.
 Regenerating or editing a message in the middle of a chat continues the chat from there: the
 later turns stay on screen, greyed out under a note, and are no longer sent to the model.
 
-Copying is done here (the clipboard is no one's state); every other action is emitted as an
+Copying is done here (the clipboard is no one's state); *Read aloud* is emitted as
+``read_aloud`` for the window's reader; every other action is emitted as an
 intent (:mod:`desktop.chat_session`) that the chat window applies through its session.
 
 Threading: GUI thread only.
@@ -69,6 +70,7 @@ class MessageActions(QObject):
     """
 
     intent = Signal(object)
+    read_aloud = Signal(int)  # read reply ``index`` aloud (the window's reader does it)
 
     def __init__(self, session: ChatSession, transcript: TranscriptView, host: QWidget) -> None:
         super().__init__(host)
@@ -107,12 +109,14 @@ class MessageActions(QObject):
         return self.session.editing
 
     def run(self, name: str, index: int) -> None:
-        """Run action ``name`` ("copy", "regenerate", "edit", "delete", "previous", "next")
+        """Run action ``name`` ("copy", "read", "regenerate", "edit", "delete", "previous", "next")
         on message ``index``."""
         if not 0 <= index < len(self.messages):
             return
         if name == "copy":
             self.copy(index)
+        elif name == "read":
+            self.read_aloud.emit(index)
         elif name == "regenerate":
             self.regenerate(index)
         elif name == "edit":
@@ -183,9 +187,10 @@ class MessageActions(QObject):
                 *message_actions(self.messages[index]),
             ]:
                 label = ACTION_LABELS[name]
-                action = menu.addAction(label if name in VERSION_STEPS else f"{label} this message")
+                plain = name in VERSION_STEPS or name == "read"
+                action = menu.addAction(label if plain else f"{label} this message")
                 action.triggered.connect(lambda _=False, n=name, i=index: self.run(n, i))
-                action.setEnabled(name == "copy" or not self.session.busy)
+                action.setEnabled(name in ("copy", "read") or not self.session.busy)
         self._open(menu, transcript.viewport().mapToGlobal(point))
 
     def _open(self, menu: QMenu, at: QPoint) -> None:

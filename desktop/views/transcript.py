@@ -65,6 +65,7 @@ THINKING_SCHEME = "thinking"  # header links: thinking:<message index>
 ACTION_SCHEME = "action"  # message actions: action:<copy|regenerate|edit|delete>/<index>
 ACTION_LABELS = {
     "copy": "Copy",
+    "read": "Read aloud",
     "regenerate": "Regenerate",
     "edit": "Edit",
     "delete": "Delete",
@@ -285,11 +286,11 @@ def chip_text(name: str, size: int, tokens: int) -> str:
 
 
 def message_actions(message: ChatMessage) -> list[str]:
-    """What can be done to a message: copy, regenerate (replies), edit (what was typed),
-    delete."""
+    """What can be done to a message: copy, read aloud and regenerate (replies), edit
+    (what was typed), delete."""
     role = message["role"]
     if role == "assistant":
-        return ["copy", "regenerate", "delete"]
+        return ["copy", "read", "regenerate", "delete"]
     if role == "user":
         return ["copy", "edit", "delete"]
     return ["delete"]
@@ -356,7 +357,10 @@ def _action_format(href: str, shown: bool) -> QTextCharFormat:
     link = QTextCharFormat()
     link.setAnchor(True)
     link.setAnchorHref(href)
-    link.setToolTip(f"{ACTION_LABELS.get(name, name)} this message")
+    label = ACTION_LABELS.get(name, name)
+    link.setToolTip(
+        "Read this reply aloud (again: stop)" if name == "read" else f"{label} this message"
+    )
     link.setFontPointSize(max(QFont().pointSizeF() - 1, 6))
     if shown:
         link.setForeground(theme.colour("link"))
