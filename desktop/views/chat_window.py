@@ -333,16 +333,16 @@ class ChatWindow(QWidget):
         side.addWidget(self.send_button)
         side.addWidget(self.copy_button)
         side.addWidget(self.attach_button)
-        # Dictation and Read aloud (built here: the Dictate control sits beside the box).
+        # Dictation and Read aloud (built here: the Dictate control sits under the box).
         self.speech = ChatSpeech(self.controller, self.tasks, self.input, self.notice, self)
         self.speech.open_catalog.connect(self.open_catalog)
-        side.addWidget(self.speech.dictation)
         side.addWidget(self.pending_images.button)
         side.addStretch(1)
         column = QVBoxLayout()
         column.addWidget(self.pending_attachments)
         column.addWidget(self.pending_images)
         column.addWidget(self.input, 1)
+        column.addWidget(self.speech.dictation)
         bottom = QHBoxLayout()
         bottom.addLayout(column, 1)
         bottom.addLayout(side)

@@ -27,8 +27,8 @@ from desktop.speech import DICTATION_PICK, Samples, dictate
 from desktop.taskman import StreamWorker, TaskManager
 from engine.audio.decode import AudioError
 from engine.audio.windows import is_silent
+from engine.runtime import ServedEngine
 from engine.server.pipeline import Pipeline
-from engine.server.pipeline.engine import Transcriber
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class DictationControl(QWidget):
         self,
         tasks: TaskManager,
         pipeline: Callable[[], Pipeline],
-        engine: Callable[[], Transcriber],
+        engine: Callable[[], ServedEngine],
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -87,13 +87,23 @@ class DictationControl(QWidget):
         self.meter.setFixedWidth(48)
         self.meter.setAccessibleName("Microphone level")
         self.clock = QLabel("")
-        self.meter.hide()
-        self.clock.hide()
+        # Nothing moves when listening starts: the button keeps its width (the widest of
+        # its labels) and the meter and clock their room, so a second click lands on it.
+        metrics = self.button.fontMetrics()
+        widest = max(metrics.horizontalAdvance(label) for label in _LABELS.values())
+        self.button.setMinimumWidth(widest + 24)
+        for shown_while_listening in (self.meter, self.clock):
+            policy = shown_while_listening.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            shown_while_listening.setSizePolicy(policy)
+            shown_while_listening.hide()
+        self.clock.setMinimumWidth(metrics.horizontalAdvance("00:00"))
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.button)
         row.addWidget(self.meter)
         row.addWidget(self.clock)
+        row.addStretch(1)
         self._sync()
 
     # ---- what it may do ----------------------------------------------------------------

@@ -19,10 +19,10 @@ from PySide6.QtCore import QObject, Signal
 
 from desktop.audio_io import Speaker, audio_missing
 from desktop.chat import error_text
-from desktop.speech import Spoken, read_aloud
+from desktop.speech import read_aloud
 from desktop.taskman import StreamWorker, TaskManager
+from engine.runtime import Said, ServedEngine
 from engine.server.pipeline import Pipeline
-from engine.server.pipeline.engine import Synthesizer
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class ReadAloud(QObject):
         self,
         tasks: TaskManager,
         pipeline: Callable[[], Pipeline],
-        engine: Callable[[], Synthesizer],
+        engine: Callable[[], ServedEngine],
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -107,7 +107,7 @@ class ReadAloud(QObject):
         return True
 
     def _on_piece(self, worker: StreamWorker, piece: object) -> None:
-        if worker is not self._worker or not isinstance(piece, Spoken):
+        if worker is not self._worker or not isinstance(piece, Said):
             return
         problem = self.speaker.add(piece.samples, piece.sample_rate)
         if problem is not None:

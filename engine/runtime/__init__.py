@@ -20,16 +20,20 @@ from engine.runtime.chores import (
 from engine.runtime.default_model import DefaultModel
 from engine.runtime.runtime import Runtime
 from engine.runtime.served import ServedEngine
+from engine.runtime.voice import Said, say_pieces, transcribe
 from engine.server.model_info import ModelInfo  # what the desktop lists of remote models
 
 __all__ = [
     "DefaultModel",
     "ModelInfo",
     "Runtime",
+    "Said",
     "ServedEngine",
     "StartupChores",
     "TuneDisturbed",
     "TuneTiming",
     "finish_tune",
+    "say_pieces",
+    "transcribe",
     "tune_timing",
 ]
