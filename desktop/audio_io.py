@@ -66,29 +66,45 @@ def _sample_kinds() -> dict[Any, tuple[str, float]]:
     }
 
 
+def _values(data: bytes, fmt: QAudioFormat) -> Samples | None:
+    """Raw bytes in ``fmt`` as float samples in [-1, 1], channels interleaved (None: a
+    sample format Qt does not name)."""
+    kinds = _sample_kinds()
+    if fmt.sampleFormat() not in kinds:
+        return None
+    dtype, scale = kinds[fmt.sampleFormat()]
+    frame = np.dtype(dtype).itemsize * max(1, fmt.channelCount())
+    values = np.frombuffer(data[: len(data) - len(data) % frame], dtype).astype(np.float32)
+    if dtype == "u1":
+        values -= 128.0
+    scaled: Samples = values / np.float32(scale)
+    return scaled
+
+
 def to_samples(data: bytes, fmt: QAudioFormat) -> Samples:
     """Raw captured bytes in ``fmt`` as 16 kHz mono float samples in [-1, 1].
 
     Raises:
         AudioError: a sample format Qt does not name, or audio PyAV cannot resample.
     """
-    kinds = _sample_kinds()
-    if fmt.sampleFormat() not in kinds:
+    values = _values(data, fmt)
+    if values is None:
         raise AudioError(f"the microphone's sample format ({fmt.sampleFormat()}) is unknown")
-    dtype, scale = kinds[fmt.sampleFormat()]
-    channels = max(1, fmt.channelCount())
-    raw = np.frombuffer(
-        data[: len(data) - len(data) % (np.dtype(dtype).itemsize * channels)], dtype
-    )
-    values = raw.astype(np.float32)
-    if dtype == "u1":
-        values -= 128.0
-    mono = (values.reshape(-1, channels).mean(axis=1) / scale).astype(np.float32)
+    mono = values.reshape(-1, max(1, fmt.channelCount())).mean(axis=1).astype(np.float32)
     if fmt.sampleRate() == RATE or len(mono) == 0:
         clipped: Samples = np.clip(mono, -1.0, 1.0)
         return clipped
     wav = wav_header(fmt.sampleRate(), len(mono)) + pcm16(mono)
     return decode(wav, MAX_DICTATION_SECONDS + 1)
+
+
+def unavailable_reason(model: str | None, no_model: str) -> str | None:
+    """Why dictation or *Read aloud* cannot work (None: it can): no audio on this system,
+    else ``no_model`` when no model of the kind is installed."""
+    missing = audio_missing()
+    if missing is not None:
+        return missing
+    return no_model if model is None else None
 
 
 class Microphone(QObject):
@@ -211,15 +227,8 @@ class Microphone(QObject):
 
 def _peak(data: bytes, fmt: QAudioFormat) -> float:
     """The loudest sample in ``data``, 0 to 1 (the level meter's reading)."""
-    kinds = _sample_kinds()
-    if fmt.sampleFormat() not in kinds:
-        return 0.0
-    dtype, scale = kinds[fmt.sampleFormat()]
-    size = np.dtype(dtype).itemsize
-    values = np.frombuffer(data[: len(data) - len(data) % size], dtype).astype(np.float32)
-    if dtype == "u1":
-        values -= 128.0
-    return float(min(1.0, np.abs(values).max() / scale)) if len(values) else 0.0
+    values = _values(data, fmt)
+    return float(min(1.0, np.abs(values).max())) if values is not None and len(values) else 0.0
 
 
 class Speaker(QObject):

@@ -21,7 +21,7 @@ from typing import Final, Literal
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from desktop.audio_io import Microphone, audio_missing
+from desktop.audio_io import Microphone, unavailable_reason
 from desktop.chat import error_text
 from desktop.speech import DICTATION_PICK, Samples, dictate
 from desktop.taskman import StreamWorker, TaskManager
@@ -111,13 +111,7 @@ class DictationControl(QWidget):
     def set_model(self, model: str | None) -> None:
         """The speech recogniser dictation uses (None: none is installed)."""
         self.model = model
-        missing = audio_missing()
-        if missing is not None:
-            self.reason = missing
-        elif model is None:
-            self.reason = "no speech recognition model is installed"
-        else:
-            self.reason = None
+        self.reason = unavailable_reason(model, "no speech recognition model is installed")
         self._sync()
 
     @property

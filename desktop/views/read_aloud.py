@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from desktop.audio_io import Speaker, audio_missing
+from desktop.audio_io import Speaker, unavailable_reason
 from desktop.chat import error_text
 from desktop.speech import read_aloud
 from desktop.taskman import StreamWorker, TaskManager
@@ -63,13 +63,7 @@ class ReadAloud(QObject):
     def set_model(self, model: str | None) -> None:
         """The text-to-speech model to read with (None: none is installed)."""
         self.model = model
-        missing = audio_missing()
-        if missing is not None:
-            self.reason = missing
-        elif model is None:
-            self.reason = "no text-to-speech model is installed"
-        else:
-            self.reason = None
+        self.reason = unavailable_reason(model, "no text-to-speech model is installed")
 
     def read(self, index: int, text: str) -> None:
         """Read message ``index`` (``text``); reading the one being read stops it."""
