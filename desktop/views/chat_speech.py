@@ -24,6 +24,7 @@ from desktop.taskman import TaskManager
 from desktop.views.dictation import DictationControl
 from desktop.views.notice import NoticeAction, NoticeBar
 from desktop.views.read_aloud import ReadAloud
+from desktop.views.transcript import TranscriptView
 
 DICTATE_KEYS = QKeySequence("Ctrl+D")
 READING = "Reading the reply aloud…"
@@ -44,10 +45,12 @@ class ChatSpeech(QObject):
         tasks: TaskManager,
         prompt: QPlainTextEdit,
         notice: NoticeBar,
+        transcript: TranscriptView,
         host: QWidget,
     ) -> None:
         super().__init__(host)
         self.controller = controller
+        self.transcript = transcript
         self.prompt = prompt
         self.notice = notice
         self.dictation = DictationControl(
@@ -75,6 +78,8 @@ class ChatSpeech(QObject):
         speech = self.controller.speech
         self.dictation.set_model(speech.transcription)
         self.reader.set_model(speech.speech)
+        # The replies' Read aloud pills greyed out, saying why, while it cannot work.
+        self.transcript.set_action_off("read", self.reader.reason)
 
     def toggle_dictation(self) -> None:
         """The shortcut: start listening, or stop and transcribe."""

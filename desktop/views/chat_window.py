@@ -334,7 +334,9 @@ class ChatWindow(QWidget):
         side.addWidget(self.copy_button)
         side.addWidget(self.attach_button)
         # Dictation and Read aloud (built here: the Dictate control sits under the box).
-        self.speech = ChatSpeech(self.controller, self.tasks, self.input, self.notice, self)
+        self.speech = ChatSpeech(
+            self.controller, self.tasks, self.input, self.notice, self.transcript, self
+        )
         self.speech.open_catalog.connect(self.open_catalog)
         side.addWidget(self.pending_images.button)
         side.addStretch(1)

@@ -138,6 +138,7 @@ def render_transcript(
     intro: Intro | None = None,
     shown_actions: Container[int] = (),
     names: Mapping[str, str] | None = None,
+    off: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Replace ``document``'s content with the conversation; return where each message is
     and the code blocks' code.
@@ -152,7 +153,8 @@ def render_transcript(
     ``intro``: what an empty chat shows (the model, its abilities, starter prompts).
     ``names``: model id -> the name the model picker shows, for the replies' headers (the
     picker and the replies named one model two ways); the figures line keeps the id, the
-    name clients use.
+    name clients use. ``off``: action name -> why it cannot work now (drawn greyed out,
+    still a link: running it says why and offers the fix).
     """
     names = names or {}
     document.clear()
@@ -207,7 +209,7 @@ def render_transcript(
     _shade_code_blocks(document)
     align_table_headers(document)
     for index, message_runs in runs.items():
-        show_actions(document, message_runs, index in shown_actions)
+        show_actions(document, message_runs, index in shown_actions, off)
     return Rendered(spans, codes, runs, starters)
 
 
@@ -350,33 +352,43 @@ def _pills(cursor: QTextCursor, message: ChatMessage, index: int) -> list[Action
     return runs
 
 
-def _action_format(href: str, shown: bool) -> QTextCharFormat:
-    """An action link: a pill (link colour on a tint) when shown, else invisible (its room
-    kept, its link still there for Tab)."""
+def _action_format(href: str, shown: bool, off: Mapping[str, str] | None = None) -> QTextCharFormat:
+    """An action link: a pill (link colour on a tint) when shown, greyed out when ``off``
+    names it (with the reason in its tooltip), else invisible (its room kept, its link
+    still there for Tab)."""
     name, _, _ = href.partition(":")[2].partition("/")
+    label = ACTION_LABELS.get(name, name)
+    why = (off or {}).get(name)
     link = QTextCharFormat()
     link.setAnchor(True)
     link.setAnchorHref(href)
-    label = ACTION_LABELS.get(name, name)
-    link.setToolTip(
-        "Read this reply aloud (again: stop)" if name == "read" else f"{label} this message"
-    )
+    if why is not None:
+        link.setToolTip(f"{label} is off: {why}")
+    elif name == "read":
+        link.setToolTip("Read this reply aloud (again: stop)")
+    else:
+        link.setToolTip(f"{label} this message")
     link.setFontPointSize(max(QFont().pointSizeF() - 1, 6))
     if shown:
-        link.setForeground(theme.colour("link"))
+        link.setForeground(theme.colour("dim" if why is not None else "link"))
         link.setBackground(theme.colour("action_background"))
     else:
         link.setForeground(QBrush(Qt.GlobalColor.transparent))
     return link
 
 
-def show_actions(document: QTextDocument, runs: list[ActionRun], shown: bool) -> None:
+def show_actions(
+    document: QTextDocument,
+    runs: list[ActionRun],
+    shown: bool,
+    off: Mapping[str, str] | None = None,
+) -> None:
     """Draw (``shown``) or hide one message's action pills, in place (nothing moves)."""
     for run in runs:
         cursor = QTextCursor(document)
         cursor.setPosition(run.start)
         cursor.setPosition(run.end, QTextCursor.MoveMode.KeepAnchor)
-        cursor.setCharFormat(_action_format(run.href, shown))
+        cursor.setCharFormat(_action_format(run.href, shown, off))
 
 
 def _message(
@@ -643,6 +655,7 @@ class TranscriptView(QTextBrowser):
         self.selectionChanged.connect(self._sync_actions)  # Tab selects the next link
         self._intro: Intro | None = None
         self._names: dict[str, str] = {}  # model id -> the picker's name for it
+        self._off: dict[str, str] = {}  # action name -> why it cannot work now
         self._actions: dict[int, list[ActionRun]] = {}
         self._hovered: int | None = None  # the message under the pointer
         self._shown: int | None = None  # the message whose actions are drawn
@@ -684,6 +697,21 @@ class TranscriptView(QTextBrowser):
         if names != self._names:
             self._names = dict(names)
             self._rerender()
+
+    def set_action_off(self, name: str, why: str | None) -> None:
+        """Draw action ``name`` greyed out with ``why`` in its tooltip (None: as usual)."""
+        wanted = dict(self._off)
+        if why is None:
+            wanted.pop(name, None)
+        else:
+            wanted[name] = why
+        if wanted != self._off:
+            self._off = wanted
+            self._rerender()
+
+    @property
+    def actions_off(self) -> dict[str, str]:
+        return dict(self._off)
 
     @property
     def intro(self) -> Intro | None:
@@ -736,9 +764,9 @@ class TranscriptView(QTextBrowser):
         document, was = self.document(), self._shown
         self._shown = wanted  # first: re-colouring may come back here through a signal
         if was is not None and was in self._actions:
-            show_actions(document, self._actions[was], False)
+            show_actions(document, self._actions[was], False, self._off)
         if wanted is not None and wanted in self._actions:
-            show_actions(document, self._actions[wanted], True)
+            show_actions(document, self._actions[wanted], True, self._off)
 
     def forget_toggles(self) -> None:
         """Another conversation is shown: every thinking section starts closed."""
@@ -823,6 +851,7 @@ class TranscriptView(QTextBrowser):
             intro=self._intro,
             shown_actions=() if shown is None else (shown,),
             names=self._names,
+            off=self._off,
         )
         self._spans, self._code_blocks = rendered.spans, rendered.code_blocks
         self._actions = rendered.actions

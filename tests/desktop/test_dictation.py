@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextCursor
 from PySide6.QtMultimedia import QAudioFormat
 from pytestqt.qtbot import QtBot
 
@@ -198,6 +199,7 @@ def test_read_aloud_plays_the_reply(
     reply = _short_chat(window)
     reader = window.speech.reader
     assert reader.model == "tiny-speecht5" and reader.reason is None
+    assert "read" not in window.transcript.actions_off
     streams: list[list[str]] = []
     started = time.monotonic()
     window.message_actions.run("read", reply)
@@ -247,6 +249,12 @@ def test_without_speech_models_both_say_why_and_offer_one(
     assert manager.selected_entry_id() == DICTATION_PICK[0]
 
     reply = _short_chat(window)
+    # The reply's pill is drawn greyed out, its tooltip saying why.
+    assert "no text-to-speech model" in window.transcript.actions_off["read"]
+    run = next(r for r in window.transcript._actions[reply] if r.href.startswith("action:read"))
+    cursor = QTextCursor(window.transcript.document())
+    cursor.setPosition(run.start + 1)
+    assert cursor.charFormat().toolTip().startswith("Read aloud is off: no text-to-speech")
     window.message_actions.run("read", reply)
     assert "Read aloud is off" in window.notice.text
     assert f"Get {READ_ALOUD_PICK[1]}…" in window.notice.buttons
