@@ -129,7 +129,12 @@ class Tour:
         yield from self.chat_message_actions()
         yield from self.chat_code("chat-code.png")
         yield from self.chat_thinking()
+        yield from self.chat_versions("chat-versions.png")
+        yield from self.chat_search("chat-search.png")
+        yield from self.chat_settings("chat-settings.png")
         yield from self.model_manager("model-manager.png", "model-search.png")
+        yield from self.model_settings("model-settings.png")
+        yield from self.server_view("requests-server.png")
         yield from self.settings("settings.png")
         yield from self.dark()
 
@@ -303,6 +308,97 @@ class Tour:
         grab(self.out / "chat-thinking.png", *region(window, margin=0))
         window.hide()
 
+    def chat_versions(self, name: str) -> Iterator[Step]:
+        """A regenerated reply (its "< 2/2 >" switcher) in a chat with a system prompt (the
+        chip above the message box). Written for the picture, as a reopened chat is."""
+        from desktop.history import ChatMessage, Conversation, with_new_version
+
+        first = ChatMessage(
+            role="assistant",
+            content="Hello! I am the Sidelight demo model.",
+            model="sidelight-demo",
+            figures={"tokens": 12, "tokens_per_second": 1480.0, "ttft_seconds": 0.01},
+        )
+        second = ChatMessage(
+            role="assistant",
+            content="Hi there! I am the Sidelight demo model, a tiny test model.",
+            model="sidelight-demo",
+            figures={"tokens": 16, "tokens_per_second": 1512.0, "ttft_seconds": 0.01},
+        )
+        conversation = Conversation(
+            messages=[ChatMessage(role="user", content="Hello"), with_new_version(first, second)],
+            system_prompt="You are a helpful assistant. Answer clearly and accurately.",
+            model="sidelight-demo",
+        )
+        window = self.desktop.chat
+        window.move(24, 48)
+        place(window, 600, 440)
+        window.show_and_raise()
+        window._show(conversation)
+        subprocess.Popen(["xdotool", "mousemove", "1300", "700"])
+        yield (after(0.8), 2)
+        grab(self.out / name, *region(window, margin=0))
+        window.hide()
+
+    def chat_search(self, name: str) -> Iterator[Step]:
+        """The chat list open beside the chat, searching the saved chats for a word."""
+        window = self.desktop.chat
+        window.move(24, 48)
+        place(window, 760, 460)
+        window.show_and_raise()
+        window.chats_button.setChecked(True)
+        window.chat_list.search.setText("twenty")
+        yield (lambda: bool(window.chat_list.titles()), 5)
+        yield (after(0.6), 2)
+        grab(self.out / name, *region(window, margin=0))
+        window.chat_list.search.clear()
+        window.chats_button.setChecked(False)
+        window.hide()
+
+    def chat_settings(self, name: str) -> Iterator[Step]:
+        """The chat settings dialog (shown, not run modally: the tour keeps ticking)."""
+        from desktop.views.chat_settings import ChatSettingsDialog
+
+        window = self.desktop.chat
+        dialog = ChatSettingsDialog(
+            window.conversation.settings, "Answer in as few words as the question allows.", window
+        )
+        dialog.move(24, 48)
+        dialog.show()
+        yield (dialog.isVisible, 10)
+        yield (after(0.6), 2)
+        grab(self.out / name, *region(dialog, margin=0))
+        dialog.close()
+        dialog.deleteLater()
+
+    def model_settings(self, name: str) -> Iterator[Step]:
+        """The installed tiny coder's own load settings and sampling defaults."""
+        manager = self.desktop.models_dialog()
+        manager.move(24, 48)
+        manager.show()
+        dialog = manager.open_model_settings("tiny-coder")
+        if dialog is None:
+            self.failures.append("the model settings dialog did not open")
+            return
+        dialog.move(48, 72)
+        yield (dialog.isVisible, 10)
+        yield (after(0.6), 2)
+        grab(self.out / name, *region(dialog, margin=0))
+        dialog.close()
+        manager.hide()
+
+    def server_view(self, name: str) -> Iterator[Step]:
+        """The Requests window: the server strip, the requests the tour made, the live log."""
+        window = self.desktop.requests_window
+        window.move(24, 48)
+        place(window, 1000, 520)
+        window.show()
+        window.raise_()
+        yield (lambda: window.isVisible() and window.table.rowCount() > 0, 10)
+        yield (after(1.2), 3)  # a refresh of the log beside it
+        grab(self.out / name, *region(window, margin=0))
+        window.hide()
+
     def model_manager(self, catalog_name: str, search_name: str) -> Iterator[Step]:
         """The catalog with the installed list below it, then the hub search with a result."""
         dialog = self.desktop.models_dialog()
@@ -351,7 +447,12 @@ class Tour:
         window.hide()
         yield from self.chat_code("chat-code-dark.png")
         yield from self.chat_empty("chat-empty-dark.png")
+        yield from self.chat_versions("chat-versions-dark.png")
+        yield from self.chat_search("chat-search-dark.png")
+        yield from self.chat_settings("chat-settings-dark.png")
         yield from self.model_manager("model-manager-dark.png", "model-search-dark.png")
+        yield from self.model_settings("model-settings-dark.png")
+        yield from self.server_view("requests-server-dark.png")
         yield from self.settings("settings-dark.png")
 
 

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
-    QLabel,
     QPlainTextEdit,
     QSpinBox,
     QVBoxLayout,
@@ -21,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.history import ChatSettings
+from desktop.views.form_label import FormLabel
 
 PRESETS: dict[str, str] = {
     "No system prompt": "",
@@ -76,13 +76,16 @@ class ChatSettingsDialog(QDialog):
         self.prompt.textChanged.connect(self._sync_preset)
 
         form = QFormLayout()
-        form.addRow("&Temperature", self.temperature)
-        form.addRow("&Max tokens", self.max_tokens)
-        form.addRow("&Context limit", self.context_limit)
-        form.addRow("&Preset", self.preset)
-        label = QLabel("&System prompt")
-        label.setBuddy(self.prompt)
-        form.addRow(label, self.prompt)
+        # The fields take the width the dialog has (Fusion keeps spin boxes at their hint).
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        for text, field in (
+            ("&Temperature", self.temperature),
+            ("&Max tokens", self.max_tokens),
+            ("&Context limit", self.context_limit),
+            ("&Preset", self.preset),
+            ("&System prompt", self.prompt),
+        ):
+            form.addRow(FormLabel(text, field), field)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )

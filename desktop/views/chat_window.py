@@ -33,7 +33,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
-    QLineEdit,
     QMenu,
     QPlainTextEdit,
     QPushButton,
@@ -95,6 +94,19 @@ QUIT_KEYS = QKeySequence("Ctrl+Q")
 SETTINGS_KEYS = QKeySequence("Ctrl+,")
 ATTACH_KEYS = QKeySequence("Ctrl+O")
 PASTE_KEYS = QKeySequence("Ctrl+Shift+V")
+
+
+PROMPT_PREVIEW_WORDS = 6
+PROMPT_PREVIEW_CHARS = 48
+
+
+def system_prompt_preview(prompt: str) -> str:
+    """The first words of ``prompt``, short enough for the chip (an ellipsis when cut)."""
+    words = prompt.split()
+    shown = " ".join(words[:PROMPT_PREVIEW_WORDS])
+    if len(shown) > PROMPT_PREVIEW_CHARS:
+        shown = shown[: PROMPT_PREVIEW_CHARS - 1].rstrip()
+    return shown + ("…" if shown != " ".join(words) else "")
 
 
 def _keys(sequence: QKeySequence) -> str:
@@ -209,9 +221,6 @@ class ChatWindow(QWidget):
     def _build(self) -> None:
         self._build_actions()
         top = self._build_top()
-        self.system_prompt = QLineEdit()
-        self.system_prompt.setPlaceholderText("System prompt (optional)")
-        self.system_prompt.textEdited.connect(self._on_system_prompt)
         self.transcript = TranscriptView()
         self.transcript.starter_chosen.connect(self._on_starter)
         show_images_from(self.transcript, self.history.folder)
@@ -233,7 +242,6 @@ class ChatWindow(QWidget):
 
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(self.system_prompt)
         layout.addWidget(splitter, 1)
         layout.addWidget(self.notice)
         layout.addLayout(bottom)
@@ -247,9 +255,10 @@ class ChatWindow(QWidget):
         self.refusals.intent.connect(self.apply)
 
     def _set_tab_order(self) -> None:
-        """Tab goes from the message box to its buttons, then the top row, the system
-        prompt and the transcript, and round to the message box (Shift+Tab: backwards)."""
+        """Tab goes from the system prompt chip (when shown) to the message box and its
+        buttons, then the top row and the transcript, and round (Shift+Tab: backwards)."""
         chain: list[QWidget] = [
+            self.system_chip,
             self.input,
             self.send_button,
             self.attach_button,
@@ -262,12 +271,11 @@ class ChatWindow(QWidget):
             self.new_button,
             self.settings_button,
             self.menu_button,
-            self.system_prompt,
             self.transcript,
         ]
         for first, second in itertools.pairwise(chain):
             QWidget.setTabOrder(first, second)
-        for widget in (self.chats_button, self.settings_button):
+        for widget in (self.chats_button, self.settings_button, self.system_chip):
             widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # tool buttons: Tab reaches them
 
     def _build_top(self) -> QHBoxLayout:
@@ -329,6 +337,13 @@ class ChatWindow(QWidget):
         )
         self.pending_attachments.refused.connect(lambda text: self.notice.show_notice(text, []))
         self.pending_images.install(self.input, self)
+        # The system prompt costs no row of its own: a chip above the message box while
+        # the chat has one, nothing while it has none (the More menu adds one).
+        self.system_chip = QToolButton()
+        self.system_chip.setAutoRaise(True)
+        self.system_chip.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
+        self.system_chip.clicked.connect(self.system_action.trigger)
+        self.system_chip.hide()
         side = QVBoxLayout()
         side.addWidget(self.send_button)
         side.addWidget(self.copy_button)
@@ -341,6 +356,7 @@ class ChatWindow(QWidget):
         side.addWidget(self.pending_images.button)
         side.addStretch(1)
         column = QVBoxLayout()
+        column.addWidget(self.system_chip, 0, Qt.AlignmentFlag.AlignLeft)
         column.addWidget(self.pending_attachments)
         column.addWidget(self.pending_images)
         column.addWidget(self.input, 1)
@@ -364,6 +380,8 @@ class ChatWindow(QWidget):
         self.copy_action = action("Copy the last reply", COPY_KEYS, self.copy_last_reply)
         self.quit_action = action("Quit Sidelight", QUIT_KEYS, self.quit_requested.emit)
         self.settings_action = action("Chat settings…", SETTINGS_KEYS, self.edit_settings)
+        self.system_action = QAction("Add a system prompt…", self)
+        self.system_action.triggered.connect(lambda: self.edit_settings(focus_prompt=True))
         self.attach_action = action("Attach a text file…", ATTACH_KEYS, self.attach_file)
         self.paste_action = action("Paste as an attachment", PASTE_KEYS, self.paste_attachment)
         self.pending_images = PendingImages(
@@ -379,6 +397,7 @@ class ChatWindow(QWidget):
         menu.addAction(self.copy_action)
         menu.addAction(self.new_action)
         menu.addAction(self.settings_action)
+        menu.addAction(self.system_action)
         menu.addAction(self.attach_action)
         menu.addAction(self.paste_action)
         menu.addAction(self.pending_images.attach_action)
@@ -732,7 +751,7 @@ class ChatWindow(QWidget):
         """Show ``conversation`` with its own settings and system prompt."""
         self.apply(CancelEdit())
         self.session.show(conversation)
-        self.system_prompt.setText(conversation.system_prompt)
+        self._sync_system_chip()
         self.transcript.forget_toggles()
         self.notice.dismiss()
         self.status_strip.reset_reply()
@@ -742,19 +761,30 @@ class ChatWindow(QWidget):
         self._missing_said = None  # a model gone since is said each time the chat opens
         self._sync_models()  # its own model back in the picker (or why not)
 
-    def _on_system_prompt(self, text: str) -> None:
-        self.conversation.system_prompt = text
+    def _sync_system_chip(self) -> None:
+        """The chip says the chat's system prompt by its first words (all of it in the
+        tooltip); hidden while there is none. The menu entry adds or edits it."""
+        prompt = " ".join(self.conversation.system_prompt.split())
+        self.system_chip.setVisible(bool(prompt))
+        self.system_action.setText("Edit the system prompt…" if prompt else "Add a system prompt…")
+        if not prompt:
+            return
+        self.system_chip.setText(f"System: {system_prompt_preview(prompt)}")
+        self.system_chip.setToolTip(f"{prompt}\n\nClick to change this chat's system prompt")
 
-    def edit_settings(self) -> None:
-        """This chat's generation settings and system prompt (saved with the chat)."""
+    def edit_settings(self, focus_prompt: bool = False) -> None:
+        """This chat's generation settings and system prompt (saved with the chat);
+        ``focus_prompt`` opens it in the system prompt field (the chip, the menu entry)."""
         dialog = ChatSettingsDialog(
             self.conversation.settings, self.conversation.system_prompt, self
         )
         self.settings_dialog = dialog
+        if focus_prompt:
+            dialog.prompt.setFocus()
         if dialog.exec() == ChatSettingsDialog.DialogCode.Accepted:
             self.conversation.settings = dialog.settings()
             self.conversation.system_prompt = dialog.system_prompt()
-            self.system_prompt.setText(self.conversation.system_prompt)
+            self._sync_system_chip()
             self.history.save(self.conversation, touch=False)
 
     def attach_file(self) -> None:

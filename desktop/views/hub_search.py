@@ -6,7 +6,8 @@ result lists its files in the background to size it and judge it against this ma
 the catalog does); a GGUF repo's files are offered in a picker (Q4_K_M first). *Download*
 emits ``download_requested(SizedResult)``; the model manager runs it as one of its jobs.
 A failure (hub unreachable, a repo without a loadable model) is one line under the box; the
-catalog tab keeps working. Answers to an older query or selection are dropped.
+catalog tab keeps working. A hub mirror without search says so, and opens a repository id
+(owner/name) typed in the box directly. Answers to an older query or selection are dropped.
 
 Threading: GUI thread only; the network calls run on the task manager's pool.
 """
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 DEBOUNCE_MS = 400
 SEARCHING = "Searching…"
 PLACEHOLDER = "Search the hub for OpenVINO models and GGUF repos (e.g. qwen)"
+DIRECT = "This hub mirror does not offer search; {repo} opened by its id."
 FIT_MARKS = {
     "fits": "✓ fits",
     "tight": "⚠ tight",
@@ -151,6 +153,10 @@ class HubSearch(QWidget):
     def _on_searched(self, serial: int, query: str, found: list[HubModel]) -> None:
         if serial != self._query_serial:
             return  # the person typed on
+        if len(found) == 1 and found[0].direct:  # a hub without search, opened by id
+            self._show_results(found, DIRECT.format(repo=found[0].repo))
+            self.select(found[0].repo)
+            return
         count = len(found)
         plural = "" if count == 1 else "s"
         summary = f"{count} model{plural} for “{query}”." if found else f"Nothing for “{query}”."

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.controller import Controller
+from desktop.views.form_label import FormLabel
 from engine.model_prefs import ModelPrefs, PrefsError, parse_value
 from engine.settings import KV_CACHE_PRECISIONS
 from engine.store.errors import StoreError
@@ -41,13 +42,20 @@ logger = logging.getLogger(__name__)
 TEXT_FIELDS: Final = (
     ("context_length", "Context length (tokens)", "the model's own"),
     ("keep_alive_seconds", "Keep loaded when idle (seconds)", "-1 keeps it loaded"),
-    ("temperature", "Temperature", "0 to 2; 0 always picks the likeliest"),
+    ("temperature", "Temperature", "0 to 2"),
     ("top_p", "Top-p", "0 to 1"),
     ("top_k", "Top-k", "0 switches it off"),
     ("min_p", "Min-p", "0 to 1"),
     ("repetition_penalty", "Repeat penalty", "1 is none"),
-    ("seed", "Seed", "a whole number: the same reply each time"),
+    ("seed", "Seed", "a whole number"),
 )
+# What a hint leaves out, said when the pointer rests on the field.
+TOOLTIPS: Final = {
+    "temperature": "0 always picks the likeliest word; higher is more varied",
+    "seed": "The same seed gives the same reply each time",
+}
+# Pixels a line edit spends beside its text: frame, margins and a letter of air.
+HINT_ROOM: Final = 24
 _LABELS: Final = {key: label for key, label, _hint in TEXT_FIELDS} | {
     "device": "Device",
     "kv_cache_precision": "KV-cache precision",
@@ -160,6 +168,11 @@ class ModelSettingsDialog(QDialog):
     def _add_text(self, form: QGridLayout, key: str, label: str, hint: str) -> None:
         edit = QLineEdit(_value_text(getattr(self.current, key)))
         edit.setPlaceholderText(hint)
+        # Wide enough for its hint (the widest one sets them all, so the column is even).
+        hints = [h for _key, _label, h in TEXT_FIELDS]
+        metrics = edit.fontMetrics()
+        edit.setMinimumWidth(max(metrics.horizontalAdvance(h) for h in hints) + HINT_ROOM)
+        edit.setToolTip(TOOLTIPS.get(key, ""))
         edit.setObjectName(key)
         edit.textEdited.connect(lambda _text: self._clear_error())
         self.fields[key] = edit
@@ -176,7 +189,7 @@ class ModelSettingsDialog(QDialog):
         default.setEnabled(False)  # the palette's muted text, in both themes
         self.default_labels[key] = default
         row = form.rowCount()
-        form.addWidget(QLabel(label), row, 0)
+        form.addWidget(FormLabel(label, widget), row, 0)
         form.addWidget(widget, row, 1)
         form.addWidget(default, row, 2)
 

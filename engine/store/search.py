@@ -40,6 +40,19 @@ _MEMORY_OVERHEAD_GB = 1.0
 _GGUF_PREFERENCE = ("q4_k_m", "q4_k_s", "q4_0", "q5_k_m", "q8_0")
 _SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
 UNREACHABLE = "cannot reach the model hub (no network?); the catalog still works"
+NO_SEARCH_SHORT = "this hub mirror does not offer search"
+NO_SEARCH = f"{NO_SEARCH_SHORT}; type a repository id (owner/name) to open it"
+# A repository id as the hub spells them: owner/name, letters, digits and -_. only.
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+# What a server without the model listing answers its URL with.
+_NO_LISTING = frozenset({404, 405, 501})
+
+
+class SearchUnavailable(HubError):
+    """The endpoint serves repos but has no model listing (a mirror): only an id opens one."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_SEARCH)
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,7 @@ class HubModel:
     downloads: int
     likes: int
     pipeline_tag: str | None
+    direct: bool = False  # opened by its id on a hub without search, not found by one
 
 
 @dataclass(frozen=True)
@@ -80,9 +94,40 @@ def search_hub(
 ) -> list[HubModel]:
     """Repos whose id contains ``query`` (case-insensitive), most downloaded first.
 
+    On a hub without search (a mirror: its model listing is 404) a ``query`` that is a
+    repository id opens that repo directly (one result, ``direct``).
+
     Raises:
+        SearchUnavailable: the hub has no search and ``query`` is no repository id.
         HubError: the hub cannot be reached or refused (the message says which).
     """
+    try:
+        return _search(query, kinds, limit, endpoint, token)
+    except SearchUnavailable:
+        if not REPO_ID.fullmatch(query.strip()):
+            raise
+        return [direct_model(query.strip(), endpoint=endpoint, token=token)]
+
+
+def direct_model(repo: str, *, endpoint: str | None, token: str | None) -> HubModel:
+    """``repo`` as a result, of the kind its files say (``.gguf`` files: GGUF).
+
+    Raises:
+        HubError: no such repo, or the hub cannot be reached.
+    """
+    try:
+        listing = list_repo(repo, endpoint=endpoint, token=token)
+    except HubError as exc:
+        if isinstance(exc.__cause__, transport_errors()):
+            raise HubError(UNREACHABLE) from exc
+        raise HubError(f"{NO_SEARCH_SHORT}, and {exc}") from exc
+    kind: HubKind = "gguf" if loadable_gguf(listing.files) else "openvino"
+    return HubModel(repo=repo, kind=kind, downloads=0, likes=0, pipeline_tag=None, direct=True)
+
+
+def _search(
+    query: str, kinds: tuple[HubKind, ...], limit: int, endpoint: str | None, token: str | None
+) -> list[HubModel]:
     results: list[HubModel] = []
     for kind in kinds:
         for item in _list_models(query, kind, limit, endpoint, token):
@@ -102,7 +147,7 @@ def search_hub(
 def _list_models(
     query: str, kind: HubKind, limit: int, endpoint: str | None, token: str | None
 ) -> list[dict[str, Any]]:
-    from huggingface_hub import constants
+    from huggingface_hub import constants, errors
     from huggingface_hub.utils import (  # type: ignore[attr-defined]
         build_hf_headers,
         get_session,
@@ -124,6 +169,10 @@ def _list_models(
         items = response.json()
     except transport_errors() as exc:
         raise HubError(UNREACHABLE) from exc
+    except errors.HfHubHTTPError as exc:
+        if exc.response is not None and exc.response.status_code in _NO_LISTING:
+            raise SearchUnavailable() from exc  # not "a file listed ... is missing"
+        raise hub_error(exc, f"the search for {query!r}") from exc
     except Exception as exc:
         raise hub_error(exc, f"the search for {query!r}") from exc
     if not isinstance(items, list):

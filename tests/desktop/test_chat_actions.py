@@ -209,7 +209,8 @@ def test_chat_settings_are_kept_with_the_chat_and_applied(
     qtbot.keyClick(window.input, Qt.Key.Key_Comma, CTRL)
     chosen = window.conversation.settings
     assert (chosen.max_tokens, chosen.temperature) == (5, 0.0)
-    assert window.system_prompt.text() == PRESETS["Concise"]
+    assert window.conversation.system_prompt == PRESETS["Concise"]
+    assert window.system_chip.isVisible()
 
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         type_and_send(qtbot, window, "Hello")
@@ -320,7 +321,7 @@ def test_settings_are_per_chat_and_a_cut_reply_is_marked(qtbot: QtBot, desktop: 
     qtbot.keyClick(window.input, Qt.Key.Key_N, CTRL)
     assert window.conversation is not first
     assert window.conversation.settings == ChatSettings()
-    assert window.conversation.system_prompt == "" and window.system_prompt.text() == ""
+    assert window.conversation.system_prompt == "" and not window.system_chip.isVisible()
     with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
         type_and_send(qtbot, window, "Hello")
     assert finished.args[0].finish_reason == "stop"
@@ -329,5 +330,6 @@ def test_settings_are_per_chat_and_a_cut_reply_is_marked(qtbot: QtBot, desktop: 
 
     window.open_conversation(first.id)  # the older chat comes back with its own settings
     assert window.conversation.settings == chosen
-    assert window.system_prompt.text() == PRESETS["Concise"]
+    assert window.conversation.system_prompt == PRESETS["Concise"]
+    assert window.system_chip.isVisible()
     assert cut_marker(5) in window.transcript.toPlainText()  # kept in the history

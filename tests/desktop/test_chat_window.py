@@ -157,7 +157,7 @@ def test_history_is_kept_on_disk_and_reopens(
 ) -> None:
     window = desktop.chat
     window.new_chat()
-    qtbot.keyClicks(window.system_prompt, "You are a helpful assistant.")  # this chat's own
+    window.conversation.system_prompt = "You are a helpful assistant."  # this chat's own
     with qtbot.waitSignal(window.reply_finished, timeout=30000):
         window.send("Hello")
     first = window.conversation
@@ -165,7 +165,7 @@ def test_history_is_kept_on_disk_and_reopens(
     assert window.last_reply == dialogue(dialogues, "hello-system")["reply"]
 
     window.new_chat()
-    assert window.conversation.messages == [] and window.system_prompt.text() == ""
+    assert window.conversation.messages == [] and window.conversation.system_prompt == ""
     saved = desktop.history.list()
     assert [c.id for c in saved] == [first.id]
     assert window.chat_list.titles() == ["Hello"]
@@ -176,7 +176,8 @@ def test_history_is_kept_on_disk_and_reopens(
     rect = window.chat_list.list.visualItemRect(item)
     qtbot.mouseClick(window.chat_list.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.conversation.id == first.id
-    assert window.system_prompt.text() == "You are a helpful assistant."  # its own, back
+    assert window.conversation.system_prompt == "You are a helpful assistant."  # its own
+    assert window.system_chip.text() == "System: You are a helpful assistant."
     assert "Hello! I am the Sidelight demo model" in window.transcript.toPlainText()
 
 

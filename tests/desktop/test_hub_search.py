@@ -105,3 +105,38 @@ def test_an_unreachable_hub_is_one_line_and_the_catalog_still_works(
     dialog.select_entry(ENTRY.id)
     assert dialog.download_button.isEnabled()
     assert dialog.catalog_view.topLevelItemCount() == len(dialog.catalog.entries)
+
+
+def test_a_mirror_without_search_says_so_and_opens_a_repo_id(
+    qtbot: QtBot, dialog: ModelManager, search_hub_server: HubServer
+) -> None:
+    """The hub stand-in as a mirror: repos served, the model listing 404 (as a mirror
+    without the search API answers)."""
+    search_hub_server.config.search = False
+    search = dialog.search
+    with qtbot.waitSignal(search.searched, timeout=15000):
+        qtbot.keyClicks(search.box, "tiny")
+        qtbot.keyClick(search.box, Qt.Key.Key_Return)
+    assert search.status.text() == (
+        "This hub mirror does not offer search; type a repository id (owner/name) to open it."
+    )
+    assert "missing" not in search.status.text()
+    assert search.status.property("role") == "error" and rows(dialog) == []
+
+    search.box.clear()
+    with qtbot.waitSignal(search.sized, timeout=15000):
+        qtbot.keyClicks(search.box, GGUF_REPO)
+        qtbot.keyClick(search.box, Qt.Key.Key_Return)
+    assert [r[:2] for r in rows(dialog)] == [[GGUF_REPO, "GGUF"]]
+    assert search.current is not None and search.current.gguf_file == Q4
+    assert search.status.text().startswith(f"{GGUF_REPO}: {Q4}, 347 KB; needs about ")
+    assert search.download_button.isEnabled()
+
+    search.box.clear()
+    with qtbot.waitSignal(search.searched, timeout=15000):
+        qtbot.keyClicks(search.box, "nobody/no-such-model")
+        qtbot.keyClick(search.box, Qt.Key.Key_Return)
+    assert search.status.text().startswith(
+        "This hub mirror does not offer search, and no model repo named 'nobody/no-such-model'"
+    )
+    assert rows(dialog) == []

@@ -85,8 +85,8 @@ def test_keyboard_shortcuts_and_their_tooltips(
     )
     assert QApplication.clipboard().text() == window.last_reply
 
-    window.system_prompt.setFocus()
-    qtbot.keyClick(window.system_prompt, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    window.model_picker.setFocus()
+    qtbot.keyClick(window.model_picker, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
     assert window.input.hasFocus()
 
     qtbot.keyClick(window.input, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)

@@ -64,6 +64,7 @@ class HubConfig:
     lfs_threshold: int = 10 * 1024
     bytes_per_second: float | None = None
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
+    search: bool = True  # False: a mirror that serves repos but has no model listing (404)
 
 
 class HubServer:
@@ -181,7 +182,9 @@ class _HubHandler(BaseHTTPRequestHandler):
         if self._bad_token():
             self._error(401, None, "Invalid credentials in Authorization header")
             return
-        if path.rstrip("/") == "/api/models":
+        if path.rstrip("/") == "/api/models" and not self.config.search:
+            self._error(404, None, "Not Found")
+        elif path.rstrip("/") == "/api/models":
             self._search(query)
         elif match := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(/.*)?", path):
             self._tree(match.group(1), match.group(2))
