@@ -1,7 +1,8 @@
 """Forced and lazy call grammars in each family's own syntax, end to end (issue 22).
 
 The tiny family models of ``test_families_e2e.py`` (gpt-oss harmony, Qwen3-Coder XML,
-DeepSeek R1, Gemma 4, Kimi K2 Thinking, GLM-4.6; each trained on one ``get_weather(city)``
+DeepSeek R1, Gemma 4, Kimi K2 Thinking, GLM-4.6, Qwen3.5, Ministral 3 (whose call grammar is
+its ``[TOOL_CALLS]name[ARGS]`` form, not the v3 JSON array); each trained on one ``get_weather(city)``
 call under its real template) behind one ``sidelight serve``, driven through the ``openai``
 SDK (whole and streamed) and the ``anthropic`` SDK. What shows that the grammar, not the
 model, made the call:
