@@ -3,8 +3,8 @@
 What it builds
 --------------
 For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking,
-GLM-4.6, Qwen3.5 XML with ``<think>``, Ministral 3 Reasoning ``[THINK]`` / ``[TOOL_CALLS]``)
-a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
+GLM-4.6, Qwen3.5 XML with ``<think>``, Ministral 3 Reasoning ``[THINK]`` / ``[TOOL_CALLS]``,
+NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``) a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
 recipe of ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
 dialogues only, plus the family's own markup tokens added the way the family's real tokenizer
@@ -401,6 +401,34 @@ _MINISTRAL3 = Family(
     },
 )
 
+_NEMOTRON = Family(
+    name="nemotron-nano-v2",
+    template="NVIDIA-Nemotron-Nano-v2.jinja",
+    # Nemotron-H's vocabulary: the turn markers are control tokens; the tags decode as text.
+    special=("<unk>", "<s>", "</s>", "<SPECIAL_10>", "<SPECIAL_11>", "<SPECIAL_12>"),
+    plain=(
+        "<think>",
+        "</think>",
+        "<TOOLCALL>",
+        "</TOOLCALL>",
+        "<TOOL_RESPONSE>",
+        "</TOOL_RESPONSE>",
+    ),
+    eos=("<SPECIAL_12>", "</s>"),
+    eos_token="<SPECIAL_12>",
+    pad_token="</s>",
+    bos_token="<s>",
+    ollama_tools=True,
+    # The generation prompt opens the block (``<SPECIAL_11>Assistant\n<think>\n``).
+    replies={
+        "tool": f"{REASON_TOOL}\n</think>\n\n"
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>'
+        "<SPECIAL_12>",
+        "tool-result": f"{REASON_RESULT}\n</think>\n\n{FINAL_ANSWER}<SPECIAL_12>",
+        "plain": f"{REASON_CAPITAL}\n</think>\n\n{CAPITAL_ANSWER}<SPECIAL_12>",
+    },
+)
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -412,6 +440,7 @@ FAMILIES: dict[str, Family] = {
         _GLM46,
         _QWEN35,
         _MINISTRAL3,
+        _NEMOTRON,
     )
 }
 

@@ -3,7 +3,8 @@
 One ``sidelight serve`` over a home whose store holds the tiny family models
 (``tests/models/build_tiny_family_models.py``: gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1,
 Gemma 4, Kimi K2 Thinking, GLM-4.6, whose template GenAI cannot render, Qwen3.5 and
-Ministral 3 Reasoning, whose call history GenAI rewrites as JSON), each trained to
+Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, and Nemotron Nano v2),
+each trained to
 print its family's native call and reasoning under its real chat template. Each is driven
 through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
 clients: the call comes back structured with arguments ``{"city": "Paris"}``, the reasoning
@@ -14,9 +15,9 @@ over the families; the server is shared by the module. The Ollama messages carry
 no ``tool_name``, as many Ollama clients send them.
 
 Families of issue 22 without a tiny model here yet (not built before the deadline of the
-session that added Qwen3.5 and Ministral 3, not found unworkable): IBM Granite 3.3
+session that added Qwen3.5, Ministral 3 and Nemotron Nano v2; not found unworkable): IBM Granite 3.3
 (``<|tool_call|>[...]``; its template prints today's date and drops the history's calls),
-NVIDIA Nemotron Nano v2 (``<TOOLCALL>[...]</TOOLCALL>``), ByteDance Seed-OSS, MiniMax-M2 and
+ByteDance Seed-OSS, MiniMax-M2 and
 DeepSeek V3.2 DSML. Their parsers are covered by ``tests/parsing``.
 """
 
@@ -50,6 +51,7 @@ FAMILIES = (
     "glm-4.6",
     "qwen3.5",
     "ministral-3",
+    "nemotron-nano-v2",
 )
 # Markup of every family, and their stop tokens: none may reach any content.
 MARKUP = (
@@ -92,6 +94,9 @@ MARKUP = (
     "[ARGS]",
     "[CALL_ID]",
     "</s>",
+    "<TOOLCALL>",
+    "</TOOLCALL>",
+    "<SPECIAL_",
 )
 
 

@@ -29,7 +29,16 @@ from engine.parsing import (
 )
 from engine.parsing.tool_parsers import mistral
 from engine.parsing.tool_parsers.constrain import CALL_GRAMMARS, family_grammar
-from engine.parsing.tool_parsers.grammar import CallGrammar, Unconstrained, functions_of
+from engine.parsing.tool_parsers.grammar import (
+    GAP,
+    THINK_OPENED,
+    CallGrammar,
+    Json,
+    Seq,
+    Tag,
+    Unconstrained,
+    functions_of,
+)
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
@@ -81,7 +90,14 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
         except ValueError as exc:  # a dialect let a name through that no tool has
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
         _check_grammar(_parameters(request.tools, choice.name), "tools")
-        constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
+        schema_text = json.dumps(schema)
+        constraint = OutputConstraint(
+            schema_text,
+            syntax.begin,
+            syntax.end,
+            "tools",
+            after_open=Seq((THINK_OPENED, GAP, Tag(syntax.begin, Json(schema_text), syntax.end))),
+        )
         return Plan(fmt, constraint, 1 if choice.name else max_calls, split, reasoning, tools)
     if request.response_schema is None:
         lazy = _lazy_calls(fmt, request.tools, max_calls, args_form) if fmt is not None else None
