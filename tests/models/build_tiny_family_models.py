@@ -4,7 +4,8 @@ What it builds
 --------------
 For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking,
 GLM-4.6, Qwen3.5 XML with ``<think>``, Ministral 3 Reasoning ``[THINK]`` / ``[TOOL_CALLS]``,
-NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``) a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
+NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``, IBM Granite 3.3 ``<|tool_call|>[...]``) a
+Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
 recipe of ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
 dialogues only, plus the family's own markup tokens added the way the family's real tokenizer
@@ -69,6 +70,7 @@ same files).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -135,10 +137,16 @@ class Family:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning: bool = True
     dates: int = 0  # render over this many seeded dates (templates that print today's date)
+    # How the template prints the date (a regex) and how to write one (a format of a date).
+    date_re: str = r"Current date: \d{4}-\d{2}-\d{2}"
+    date_text: str = "Current date: {:%Y-%m-%d}"
     ollama_tools: bool = False  # train on the ollama client's key order of the tool too
     # Train the call on the London-only tool too (what the lazy-grammar test offers), so the
     # tiny model opens its call there and the grammar, not the training, picks the city.
     london_tool: bool = False
+    # Train the tool-result turn with the Anthropic route's ids too (``toolu_0``): GenAI writes
+    # the call history of a template that drops it (Granite 3.3's) as JSON, ids and all.
+    anthropic_ids: bool = False
 
 
 def _harmony(channel: str, body: str, end: str) -> str:
@@ -429,6 +437,29 @@ _NEMOTRON = Family(
     },
 )
 
+_GRANITE33 = Family(
+    name="granite-3.3",
+    template="ibm-granite-granite-3.3-2B-Instruct.jinja",
+    special=("<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>"),
+    plain=(),
+    eos=("<|end_of_text|>",),
+    eos_token="<|end_of_text|>",
+    pad_token="<|end_of_text|>",
+    bos_token="<|end_of_text|>",
+    reasoning=False,  # its thinking mode is a system-prompt switch (``thinking``), off here
+    dates=4,  # "Today's Date: December 02, 2026." (strftime_now)
+    date_re=r"Today's Date: [A-Z][a-z]+ \d{2}, \d{4}",
+    date_text="Today's Date: {:%B %d, %Y}",
+    ollama_tools=True,
+    anthropic_ids=True,
+    replies={
+        "tool": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+        "<|end_of_text|>",
+        "tool-result": f"{FINAL_ANSWER}<|end_of_text|>",
+        "plain": f"{CAPITAL_ANSWER}<|end_of_text|>",
+    },
+)
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -441,6 +472,7 @@ FAMILIES: dict[str, Family] = {
         _QWEN35,
         _MINISTRAL3,
         _NEMOTRON,
+        _GRANITE33,
     )
 }
 
@@ -479,6 +511,7 @@ def _london_tool(dialogue: dict[str, Any]) -> dict[str, Any]:
 NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
 OLLAMA = "|ollama"  # ... and of its _ollama_tools variant
 LONDON = "|london"  # ... and of its _london_tool variant
+ANTHROPIC = "|anthropic"  # ... and of its _anthropic_ids variant
 
 
 def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -488,7 +521,15 @@ def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[
         variants.append((OLLAMA, _ollama_tools(_named_results(dialogue))))
     if family.london_tool and dialogue["name"] == "tool":
         variants.append((LONDON, _london_tool(dialogue)))
+    if family.anthropic_ids and dialogue["name"] == "tool-result":
+        variants.append((ANTHROPIC, _anthropic_ids(_named_results(dialogue))))
     return variants
+
+
+def _anthropic_ids(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` with the call id the Anthropic tests send (``toolu_0``)."""
+    text = json.dumps(dialogue["messages"]).replace('"call_0"', '"toolu_0"')
+    return {**dialogue, "messages": json.loads(text)}
 
 
 def dialogues() -> list[dict[str, Any]]:
@@ -566,7 +607,8 @@ def _with_date(text: str, family: Family, date: str | None) -> str:
     """``text`` with the template's "Current date" set to ``date`` (None: unchanged)."""
     if date is None:
         return text
-    text, count = re.subn(r"Current date: \d{4}-\d{2}-\d{2}", f"Current date: {date}", text)
+    when = datetime.date.fromisoformat(date)
+    text, count = re.subn(family.date_re, family.date_text.format(when), text)
     if count != 1:
         raise RuntimeError(f"{family.name}: no date in the rendered prompt")
     return text

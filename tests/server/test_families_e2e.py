@@ -3,7 +3,7 @@
 One ``sidelight serve`` over a home whose store holds the tiny family models
 (``tests/models/build_tiny_family_models.py``: gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1,
 Gemma 4, Kimi K2 Thinking, GLM-4.6, whose template GenAI cannot render, Qwen3.5 and
-Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, and Nemotron Nano v2),
+Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, Nemotron Nano v2 and Granite 3.3),
 each trained to
 print its family's native call and reasoning under its real chat template. Each is driven
 through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
@@ -15,9 +15,8 @@ over the families; the server is shared by the module. The Ollama messages carry
 no ``tool_name``, as many Ollama clients send them.
 
 Families of issue 22 without a tiny model here yet (not built before the deadline of the
-session that added Qwen3.5, Ministral 3 and Nemotron Nano v2; not found unworkable): IBM Granite 3.3
-(``<|tool_call|>[...]``; its template prints today's date and drops the history's calls),
-ByteDance Seed-OSS, MiniMax-M2 and
+session that added Qwen3.5, Ministral 3, Nemotron Nano v2 and Granite 3.3; not found
+unworkable): ByteDance Seed-OSS, MiniMax-M2 and
 DeepSeek V3.2 DSML. Their parsers are covered by ``tests/parsing``.
 """
 
@@ -52,6 +51,7 @@ FAMILIES = (
     "qwen3.5",
     "ministral-3",
     "nemotron-nano-v2",
+    "granite-3.3",
 )
 # Markup of every family, and their stop tokens: none may reach any content.
 MARKUP = (
@@ -97,6 +97,9 @@ MARKUP = (
     "<TOOLCALL>",
     "</TOOLCALL>",
     "<SPECIAL_",
+    "<|tool_call|>",
+    "<|end_of_text|>",
+    "<|start_of_role|>",
 )
 
 

@@ -59,9 +59,10 @@ LONDON_ONLY: dict[str, Any] = {
 }
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 # Gemma 4's tiny model answers in text under the London-only tool: no call to hold. Nemotron
-# Nano v2 writes its calls as a JSON list (``<TOOLCALL>[...]``), which has no lazy grammar
-# (engine/server/pipeline/plan.py's LAZY_FORMATS): under ``auto`` its call is parsed only.
-LAZY_FAMILIES = tuple(f for f in FAMILIES if f not in ("gemma4", "nemotron-nano-v2"))
+# Nano v2 and Granite 3.3 write their calls as a JSON list (``<TOOLCALL>[...]``,
+# ``<|tool_call|>[...]``), which has no lazy grammar (engine/server/pipeline/plan.py's
+# LAZY_FORMATS): under ``auto`` their calls are parsed only.
+LAZY_FAMILIES = tuple(f for f in FAMILIES if f not in ("gemma4", "nemotron-nano-v2", "granite-3.3"))
 
 
 @pytest.fixture(scope="module")
