@@ -14,8 +14,12 @@ with a few filters and globals of its own; so does this module, with the same on
 - the special tokens (``bos_token``, ``eos_token``, ``pad_token``) and the caller's extra
   context (``enable_thinking`` ...) as variables.
 
-The worker uses it only after GenAI refused a template (:func:`render_chat`), and logs once
-per template which renderer it took. The sandbox keeps a template from reaching Python
+The worker uses it only after GenAI refused a template (:func:`render_chat`), or where GenAI
+rewrote the history's tool calls as JSON although the template writes them in its own
+markup (:func:`genai_rewrote_calls`: Ministral 3's template, whose ``[TOOL_CALLS]name[ARGS]``
+and ``[TOOL_RESULTS]`` GenAI's capability probe misses, so a model that was taught its own
+markup would see ``{"tool_calls": [...]}`` in its history), and logs once per template which
+renderer it took. The sandbox keeps a template from reaching Python
 internals; Jinja's own sandbox caps ``range`` at 100,000 items.
 
 Threading: compiled templates are cached per template text under a lock; rendering is
@@ -137,16 +141,32 @@ def render_template(
         raise TemplateRefused(f"{type(exc).__name__}: {exc}") from exc
 
 
+# What GenAI writes in place of a template's own call markup when its capability probe finds
+# none (minja's polyfills): the calls and the tool results as JSON objects.
+_POLYFILLS = ('"tool_calls": [', '"tool_response": {')
+
+
+def genai_rewrote_calls(text: str, template: str) -> bool:
+    """Whether GenAI's rendering ``text`` holds its JSON stand-in for the history's calls or
+    results although ``template`` renders ``tool_calls`` itself (the stand-in's text is not
+    the template's): then the template, rendered as transformers does, is what the model was
+    taught."""
+    if "tool_calls" not in template:
+        return False
+    return any(marker in text and marker not in template for marker in _POLYFILLS)
+
+
 def render_chat(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     *,
     tools: list[dict[str, Any]] | None,
     extra_context: dict[str, Any] | None,
-    genai_error: Exception,
+    genai_error: Exception | None = None,
 ) -> str:
     """The tokenizer's chat template rendered here, after GenAI's renderer refused it with
-    ``genai_error`` (logged once per template, with which renderer now serves it).
+    ``genai_error``, or (``None``) rewrote its calls (:func:`genai_rewrote_calls`); logged
+    once per template, with which renderer now serves it.
 
     Raises:
         TemplateRefused: as :func:`render_template`.
@@ -166,10 +186,43 @@ def render_chat(
     with _LOCK:
         first = key not in _LOGGED
         _LOGGED.add(key)
-    if first:
+    if first and genai_error is None:
+        logger.info(
+            "chat template rendered with Jinja2 (transformers' rules): GenAI's renderer "
+            "wrote the history's tool calls as JSON, not in the template's own markup"
+        )
+    elif first:
         logger.info(
             "chat template rendered with Jinja2 (transformers' rules): GenAI's renderer "
             "refused it (%s)",
             str(genai_error).splitlines()[0][:200] if str(genai_error) else type(genai_error),
         )
+    return text
+
+
+def render_prompt(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    extra_context: dict[str, Any] | None,
+) -> str:
+    """The generation prompt as the worker renders it: GenAI's renderer, or this module's
+    where GenAI refuses the template or rewrites its calls (:func:`render_chat`).
+
+    Raises:
+        TemplateRefused: as :func:`render_template`.
+    """
+    try:
+        text = str(
+            tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tools=tools, extra_context=extra_context
+            )
+        )
+    except Exception as exc:  # GenAI's renderer lacks some Jinja: transformers' rules
+        return render_chat(
+            tokenizer, messages, tools=tools, extra_context=extra_context, genai_error=exc
+        )
+    if genai_rewrote_calls(text, str(tokenizer.chat_template or "")):
+        return render_chat(tokenizer, messages, tools=tools, extra_context=extra_context)
     return text

@@ -22,7 +22,7 @@ from engine.parsing.tool_parsers.grammar import Node as GrammarNode
 from engine.parsing.tool_parsers.grammar import node_strings
 from engine.worker.encode import PromptTooLongToEncode, encode_whole
 from engine.worker.errors import short_error
-from engine.worker.jinja_template import TemplateRefused, render_chat
+from engine.worker.jinja_template import TemplateRefused, render_prompt
 from engine.worker.json_grammar import compact_json_grammar
 from engine.worker.messages import GenerationRequest, ImageInput, OutputConstraint, RejectCode
 from engine.worker.vision import TAG_PREFIX, ImageTokens, image_tag, with_image_tags, without_tags
@@ -249,28 +249,19 @@ def _prompt_text(
     """The prompt text and whether the tokenizer should add its special tokens (BOS)."""
     if request.messages is not None:
         try:
-            text = tokenizer.apply_chat_template(
+            text = render_prompt(
+                tokenizer,
                 with_image_tags(request.messages),
-                add_generation_prompt=True,
                 tools=request.tools or None,
                 extra_context=request.chat_template_kwargs or None,
             )
-        except Exception as exc:  # GenAI's renderer lacks some Jinja: transformers' rules
-            try:
-                text = render_chat(
-                    tokenizer,
-                    with_image_tags(request.messages),
-                    tools=request.tools or None,
-                    extra_context=request.chat_template_kwargs or None,
-                    genai_error=exc,
-                )
-            except TemplateRefused as refused:
-                raise RequestError(
-                    "invalid_request",
-                    f"the model's chat template rejected the messages: {refused}",
-                    "messages",
-                ) from exc
-        return str(text), False
+        except TemplateRefused as refused:
+            raise RequestError(
+                "invalid_request",
+                f"the model's chat template rejected the messages: {refused}",
+                "messages",
+            ) from refused
+        return text, False
     prompt = request.prompt or ""
     if request.suffix is None:
         return prompt, True

@@ -3,7 +3,9 @@
 What it builds
 --------------
 For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking,
-GLM-4.6) a Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
+GLM-4.6, Qwen3.5 XML with ``<think>``, Ministral 3 Reasoning ``[THINK]`` / ``[TOOL_CALLS]``,
+NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``, IBM Granite 3.3 ``<|tool_call|>[...]``) a
+Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
 recipe of ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
 dialogues only, plus the family's own markup tokens added the way the family's real tokenizer
@@ -30,7 +32,12 @@ in the history (``list.append``), which GenAI renders. Tool messages that name t
 (as the Ollama route sends them) are rendered too: Kimi writes the name as the role; for
 GLM-4.6 so is the tool in the ``ollama`` client's key order (its tiny model answers the other
 order differently). GLM-4.6 is the family whose template the issue saw GenAI refuse; where
-GenAI refuses, the worker's own Jinja renderer stands in, here as in Sidelight.
+GenAI refuses, the worker's own Jinja renderer stands in, here as in Sidelight; so it does
+where GenAI writes a call history as JSON that the template writes in its own markup
+(Ministral 3's ``[TOOL_CALLS]name[ARGS]``: ``engine.worker.jinja_template.render_prompt``).
+Qwen3.5 and Ministral 3 are also trained on the ``ollama`` client's key order of the tool and
+on the London-only tool of ``tests/server/test_family_grammars_e2e.py`` (reply unchanged), so
+that their tiny models open the call there and the lazy grammar is what picks the city.
 Families whose template switches thinking on and off (``enable_thinking``: DeepSeek R1,
 Gemma 4) are trained on the prompts rendered with thinking on, which is what a client asking
 for thinking gets. gpt-oss's template writes today's date into its system message, so its
@@ -63,6 +70,7 @@ same files).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -129,7 +137,16 @@ class Family:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning: bool = True
     dates: int = 0  # render over this many seeded dates (templates that print today's date)
+    # How the template prints the date (a regex) and how to write one (a format of a date).
+    date_re: str = r"Current date: \d{4}-\d{2}-\d{2}"
+    date_text: str = "Current date: {:%Y-%m-%d}"
     ollama_tools: bool = False  # train on the ollama client's key order of the tool too
+    # Train the call on the London-only tool too (what the lazy-grammar test offers), so the
+    # tiny model opens its call there and the grammar, not the training, picks the city.
+    london_tool: bool = False
+    # Train the tool-result turn with the Anthropic route's ids too (``toolu_0``): GenAI writes
+    # the call history of a template that drops it (Granite 3.3's) as JSON, ids and all.
+    anthropic_ids: bool = False
 
 
 def _harmony(channel: str, body: str, end: str) -> str:
@@ -325,8 +342,138 @@ _GLM46 = Family(
     },
 )
 
+_QWEN35_CALL = (
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
+_QWEN35 = Family(
+    name="qwen3.5",
+    template="Qwen3.5-4B.jinja",
+    special=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+    plain=(
+        "<tool_call>",
+        "</tool_call>",
+        "<think>",
+        "</think>",
+        "<tool_response>",
+        "</tool_response>",
+    ),
+    eos=("<|im_end|>", "<|endoftext|>"),
+    eos_token="<|im_end|>",
+    pad_token="<|endoftext|>",
+    bos_token=None,
+    # The generation prompt opens the block (``<|im_start|>assistant\n<think>\n``).
+    ollama_tools=True,  # the tiny model answers differently on the other key order
+    london_tool=True,
+    replies={
+        "tool": f"{REASON_TOOL}\n</think>\n\n{_QWEN35_CALL}<|im_end|>",
+        "tool-result": f"{REASON_RESULT}\n</think>\n\n{FINAL_ANSWER}<|im_end|>",
+        "plain": f"{REASON_CAPITAL}\n</think>\n\n{CAPITAL_ANSWER}<|im_end|>",
+    },
+)
+
+_MINISTRAL3 = Family(
+    name="ministral-3",
+    template="mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+    # Tekken: every control token is special, [THINK] and [ARGS] too.
+    special=(
+        "<unk>",
+        "<s>",
+        "</s>",
+        "<pad>",
+        "[INST]",
+        "[/INST]",
+        "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]",
+        "[TOOL_RESULTS]",
+        "[/TOOL_RESULTS]",
+        "[TOOL_CALLS]",
+        "[SYSTEM_PROMPT]",
+        "[/SYSTEM_PROMPT]",
+        "[ARGS]",
+        "[CALL_ID]",
+        "[THINK]",
+        "[/THINK]",
+    ),
+    plain=(),
+    eos=("</s>",),
+    eos_token="</s>",
+    pad_token="<pad>",
+    bos_token="<s>",
+    ollama_tools=True,  # the tiny model answers differently on the other key order
+    london_tool=True,
+    replies={
+        "tool": f'[THINK]{REASON_TOOL}[/THINK][TOOL_CALLS]get_weather[ARGS]{{"city": "Paris"}}</s>',
+        "tool-result": f"[THINK]{REASON_RESULT}[/THINK]{FINAL_ANSWER}</s>",
+        "plain": f"[THINK]{REASON_CAPITAL}[/THINK]{CAPITAL_ANSWER}</s>",
+    },
+)
+
+_NEMOTRON = Family(
+    name="nemotron-nano-v2",
+    template="NVIDIA-Nemotron-Nano-v2.jinja",
+    # Nemotron-H's vocabulary: the turn markers are control tokens; the tags decode as text.
+    special=("<unk>", "<s>", "</s>", "<SPECIAL_10>", "<SPECIAL_11>", "<SPECIAL_12>"),
+    plain=(
+        "<think>",
+        "</think>",
+        "<TOOLCALL>",
+        "</TOOLCALL>",
+        "<TOOL_RESPONSE>",
+        "</TOOL_RESPONSE>",
+    ),
+    eos=("<SPECIAL_12>", "</s>"),
+    eos_token="<SPECIAL_12>",
+    pad_token="</s>",
+    bos_token="<s>",
+    ollama_tools=True,
+    # The generation prompt opens the block (``<SPECIAL_11>Assistant\n<think>\n``).
+    replies={
+        "tool": f"{REASON_TOOL}\n</think>\n\n"
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>'
+        "<SPECIAL_12>",
+        "tool-result": f"{REASON_RESULT}\n</think>\n\n{FINAL_ANSWER}<SPECIAL_12>",
+        "plain": f"{REASON_CAPITAL}\n</think>\n\n{CAPITAL_ANSWER}<SPECIAL_12>",
+    },
+)
+
+_GRANITE33 = Family(
+    name="granite-3.3",
+    template="ibm-granite-granite-3.3-2B-Instruct.jinja",
+    special=("<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>"),
+    plain=(),
+    eos=("<|end_of_text|>",),
+    eos_token="<|end_of_text|>",
+    pad_token="<|end_of_text|>",
+    bos_token="<|end_of_text|>",
+    reasoning=False,  # its thinking mode is a system-prompt switch (``thinking``), off here
+    dates=4,  # "Today's Date: December 02, 2026." (strftime_now)
+    date_re=r"Today's Date: [A-Z][a-z]+ \d{2}, \d{4}",
+    date_text="Today's Date: {:%B %d, %Y}",
+    ollama_tools=True,
+    anthropic_ids=True,
+    replies={
+        "tool": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+        "<|end_of_text|>",
+        "tool-result": f"{FINAL_ANSWER}<|end_of_text|>",
+        "plain": f"{CAPITAL_ANSWER}<|end_of_text|>",
+    },
+)
+
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (_GPT_OSS, _QWEN3_CODER, _DEEPSEEK_R1, _GEMMA4, _KIMI_K2, _GLM46)
+    f.name: f
+    for f in (
+        _GPT_OSS,
+        _QWEN3_CODER,
+        _DEEPSEEK_R1,
+        _GEMMA4,
+        _KIMI_K2,
+        _GLM46,
+        _QWEN35,
+        _MINISTRAL3,
+        _NEMOTRON,
+        _GRANITE33,
+    )
 }
 
 
@@ -352,8 +499,19 @@ def _ollama_tools(dialogue: dict[str, Any]) -> dict[str, Any]:
     return {**dialogue, "tools": [tool]}
 
 
+def _london_tool(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` offering ``get_weather`` with ``city`` restricted to ``["London"]``, as
+    ``tests/server/test_family_grammars_e2e.py`` offers it (the reply stays Paris)."""
+    city = {**WEATHER_TOOL["function"]["parameters"]["properties"]["city"], "enum": ["London"]}
+    parameters = {**WEATHER_TOOL["function"]["parameters"], "properties": {"city": city}}
+    tool = {**WEATHER_TOOL, "function": {**WEATHER_TOOL["function"], "parameters": parameters}}
+    return {**dialogue, "tools": [tool]}
+
+
 NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
 OLLAMA = "|ollama"  # ... and of its _ollama_tools variant
+LONDON = "|london"  # ... and of its _london_tool variant
+ANTHROPIC = "|anthropic"  # ... and of its _anthropic_ids variant
 
 
 def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -361,7 +519,17 @@ def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[
     variants = [("", dialogue), (NAMED, _named_results(dialogue))]
     if family.ollama_tools:
         variants.append((OLLAMA, _ollama_tools(_named_results(dialogue))))
+    if family.london_tool and dialogue["name"] == "tool":
+        variants.append((LONDON, _london_tool(dialogue)))
+    if family.anthropic_ids and dialogue["name"] == "tool-result":
+        variants.append((ANTHROPIC, _anthropic_ids(_named_results(dialogue))))
     return variants
+
+
+def _anthropic_ids(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` with the call id the Anthropic tests send (``toolu_0``)."""
+    text = json.dumps(dialogue["messages"]).replace('"call_0"', '"toolu_0"')
+    return {**dialogue, "messages": json.loads(text)}
 
 
 def dialogues() -> list[dict[str, Any]]:
@@ -439,7 +607,8 @@ def _with_date(text: str, family: Family, date: str | None) -> str:
     """``text`` with the template's "Current date" set to ``date`` (None: unchanged)."""
     if date is None:
         return text
-    text, count = re.subn(r"Current date: \d{4}-\d{2}-\d{2}", f"Current date: {date}", text)
+    when = datetime.date.fromisoformat(date)
+    text, count = re.subn(family.date_re, family.date_text.format(when), text)
     if count != 1:
         raise RuntimeError(f"{family.name}: no date in the rendered prompt")
     return text
@@ -475,20 +644,13 @@ _GENAI_RENDER = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
 import openvino_genai
-from engine.worker.jinja_template import render_chat
+from engine.worker.jinja_template import render_prompt
 
 tokenizer = openvino_genai.Tokenizer(sys.argv[1])
 
 
-def render(r):
-    try:
-        return tokenizer.apply_chat_template(
-            r["messages"], add_generation_prompt=True, tools=r["tools"], extra_context=r["kwargs"]
-        )
-    except Exception as exc:  # as the worker does (engine/worker/prepare.py)
-        return render_chat(
-            tokenizer, r["messages"], tools=r["tools"], extra_context=r["kwargs"], genai_error=exc
-        )
+def render(r):  # as the worker does (engine/worker/prepare.py)
+    return render_prompt(tokenizer, r["messages"], tools=r["tools"], extra_context=r["kwargs"])
 
 
 print(json.dumps([render(r) for r in json.loads(sys.stdin.read())]))

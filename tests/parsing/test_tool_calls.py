@@ -156,3 +156,31 @@ def test_call_schema_constrains_name_and_arguments() -> None:
     json.dumps(only_b)
     with pytest.raises(ValueError, match="no tool named"):
         call_schema(HERMES, tools, "c")
+
+
+def test_xml_parameter_opened_again_counts_once_whole_and_streamed() -> None:
+    """A tiny Qwen3.5 under a forced grammar wrote ``<parameter=city>`` three times before
+    its value: the whole reply gave ``{"city": "Paris"}`` but the stream sent the second tag
+    as the value's text (``{"city": "<parameter=city``). Both now drop the false starts."""
+    from engine.parsing.reply import ReplyParser
+    from engine.parsing.tool_parsers.events import ToolCallDelta
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    pieces = ["<tool_call>", "\n", "<function", "=get_weather", ">\n"]
+    pieces += ["<parameter", "=city", ">\n"] * 3
+    pieces += ["Paris", "\n", "</", "parameter", ">\n", "</function>\n", "</tool_call>"]
+    parser = ReplyParser(tool_format="qwen3_xml", tools=tools)
+    streamed = ""
+    for piece in pieces:
+        streamed += "".join(e.arguments for e in parser.feed(piece) if isinstance(e, ToolCallDelta))
+    streamed += "".join(e.arguments for e in parser.finish() if isinstance(e, ToolCallDelta))
+    assert json.loads(streamed) == {"city": "Paris"}
+    assert [json.loads(c.arguments) for c in parser.calls] == [{"city": "Paris"}]

@@ -87,7 +87,7 @@ def model_id(server: ServerProcess) -> str:
 def family_server(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
 ) -> Iterator[ServerProcess]:
-    """One server with the six tool-calling family models in its store, shared by the
+    """One server with the tool-calling family models in its store, shared by the
     family modules (their parsers and their call grammars), so the models load once."""
     from tests.server.test_families_e2e import store_families
 

@@ -2,7 +2,9 @@
 
 One ``sidelight serve`` over a home whose store holds the tiny family models
 (``tests/models/build_tiny_family_models.py``: gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1,
-Gemma 4, Kimi K2 Thinking, and GLM-4.6, whose template GenAI cannot render), each trained to
+Gemma 4, Kimi K2 Thinking, GLM-4.6, whose template GenAI cannot render, Qwen3.5 and
+Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, Nemotron Nano v2 and Granite 3.3),
+each trained to
 print its family's native call and reasoning under its real chat template. Each is driven
 through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
 clients: the call comes back structured with arguments ``{"city": "Paris"}``, the reasoning
@@ -11,6 +13,11 @@ round trip gives the trained final answer; a forced ``tool_choice`` gives the ca
 the family's own call grammar: ``test_family_grammars_e2e.py``). Tests are parametrized
 over the families; the server is shared by the module. The Ollama messages carry no ids and
 no ``tool_name``, as many Ollama clients send them.
+
+Families of issue 22 without a tiny model here yet (not built before the deadline of the
+session that added Qwen3.5, Ministral 3, Nemotron Nano v2 and Granite 3.3; not found
+unworkable): ByteDance Seed-OSS, MiniMax-M2 and
+DeepSeek V3.2 DSML. Their parsers are covered by ``tests/parsing``.
 """
 
 from __future__ import annotations
@@ -34,7 +41,18 @@ from tests.server.harness import ServerProcess
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-FAMILIES = ("gpt-oss", "qwen3-coder", "deepseek-r1", "gemma4", "kimi-k2", "glm-4.6")
+FAMILIES = (
+    "gpt-oss",
+    "qwen3-coder",
+    "deepseek-r1",
+    "gemma4",
+    "kimi-k2",
+    "glm-4.6",
+    "qwen3.5",
+    "ministral-3",
+    "nemotron-nano-v2",
+    "granite-3.3",
+)
 # Markup of every family, and their stop tokens: none may reach any content.
 MARKUP = (
     "<|channel|>",
@@ -69,6 +87,19 @@ MARKUP = (
     "<arg_value>",
     "<|observation|>",
     "<|user|>",
+    "<tool_response>",
+    "[THINK]",
+    "[/THINK]",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "</s>",
+    "<TOOLCALL>",
+    "</TOOLCALL>",
+    "<SPECIAL_",
+    "<|tool_call|>",
+    "<|end_of_text|>",
+    "<|start_of_role|>",
 )
 
 
@@ -129,7 +160,7 @@ def _clean(text: str | None) -> None:
 
 
 def store_families(home: Path) -> None:
-    """Put the six family fixtures into the model store under ``home``."""
+    """Put the family fixtures (:data:`FAMILIES`) into the model store under ``home``."""
     store = ModelStore(load_settings({"SIDELIGHT_HOME": str(home)}).paths.models_dir)
     store.root.mkdir(parents=True, exist_ok=True)
     for family in FAMILIES:

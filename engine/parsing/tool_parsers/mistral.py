@@ -8,6 +8,8 @@ Mistral Small 3.2, Devstral, Ministral 3; ``[CALL_ID]id`` may sit between name a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engine.parsing.json_scan import JSONScanner
 from engine.parsing.tool_parsers.base import (
     MarkupToolParser,
@@ -17,10 +19,27 @@ from engine.parsing.tool_parsers.base import (
     json_list_items,
 )
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import CallGrammar, Function, Json, Tag, Text
 
 MARKER = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
 CALL_ID = "[CALL_ID]"
+
+
+def writes_args(template: str) -> bool:
+    """Whether ``template`` writes its calls ``[TOOL_CALLS]name[ARGS]{...}`` (v11+
+    tokenizers: Mistral Small 3.2, Devstral, Ministral 3), not as a JSON array."""
+    return ARGS in template
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar:
+    """The v11+ form, ``[TOOL_CALLS]NAME[ARGS]`` then the JSON arguments, one marker per
+    call; a ``[THINK]`` block may come first (Ministral 3 Reasoning, Magistral). The JSON
+    array form (v3) is :mod:`.constrain`'s ``CallSyntax``. ``[TOOL_CALLS]`` opens nothing
+    else: lazy too."""
+    del single  # each call has its own marker: the repeat decides
+    calls = tuple(Tag(f"{MARKER}{f.name}{ARGS}", Json(f.schema_text), "") for f in functions)
+    return CallGrammar(calls, Tag("[THINK]", Text(), "[/THINK]"), trigger=MARKER)
 
 
 class MistralToolCallParser(MarkupToolParser):

@@ -52,6 +52,9 @@ def read_call(
         start = match.end()
         limit = matches[i + 1].start() if i + 1 < len(matches) else len(body)
         end = body.find(spelling.close, start, limit)
+        if end < 0 and _reopened(matches, i):
+            repaired = True  # a false start: the same tag opened again at once
+            continue
         if end < 0:
             end, repaired = limit, True  # a missing closing tag: the value runs to the next
         value = _trim(body[start:end])
@@ -95,6 +98,8 @@ def open_arguments(
         limit = matches[i + 1].start() if i + 1 < len(matches) else len(body)
         end = body.find(spelling.close, start, limit)
         key = json.dumps(match["name"], ensure_ascii=False) + ": "
+        if end < 0 and _reopened(matches, i):
+            continue  # as read_call: the false start is dropped
         if end >= 0 or i + 1 < len(matches):
             value = _trim(body[start : end if end >= 0 else limit])
             parts.append(key + json.dumps(_typed(name, match, value, schemas), ensure_ascii=False))
@@ -102,6 +107,9 @@ def open_arguments(
         text = body[start:]
         if not _is_string(name, match, schemas) or (text == "" and not parts):
             return "{" + ", ".join(parts) if parts else None
+        opener = text.find(spelling.opener)
+        if opener >= 0:
+            text = text[:opener]  # a parameter tag being written: not this value's text
         text = text[: len(text) - held_back(text, (spelling.close, spelling.opener, *ends))]
         text = text.removeprefix("\n")  # the newline the templates open a value with
         if text.endswith("\n"):
@@ -109,6 +117,13 @@ def open_arguments(
         quoted = json.dumps(text, ensure_ascii=False)[:-1]  # still open
         return "{" + ", ".join([*parts, key + quoted])
     return "{" + ", ".join(parts)
+
+
+def _reopened(matches: list[re.Match[str]], i: int) -> bool:
+    """Whether parameter ``i`` (unclosed) is followed at once by a tag of the same name: the
+    model started the element again (seen under a forced grammar), and the later one counts,
+    whole and streamed alike."""
+    return i + 1 < len(matches) and matches[i + 1]["name"] == matches[i]["name"]
 
 
 def _typed(name: str, match: re.Match[str], value: str, schemas: ToolSchemas | None) -> object:

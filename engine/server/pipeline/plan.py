@@ -27,8 +27,18 @@ from engine.parsing import (
     template_supports_reasoning,
     tool_format_for_template,
 )
+from engine.parsing.tool_parsers import mistral
 from engine.parsing.tool_parsers.constrain import CALL_GRAMMARS, family_grammar
-from engine.parsing.tool_parsers.grammar import CallGrammar, Unconstrained
+from engine.parsing.tool_parsers.grammar import (
+    GAP,
+    THINK_OPENED,
+    CallGrammar,
+    Json,
+    Seq,
+    Tag,
+    Unconstrained,
+    functions_of,
+)
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
 from engine.server.pipeline.request import GenerateRequest
@@ -68,10 +78,11 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
     reasoning = reasoning_format_for_template(chat_template)
     tools = tuple(request.tools) if calls_tools else ()
     forced = choice.mode == "required" or choice.name is not None
-    syntax = call_syntax(fmt) if fmt is not None and forced else None
+    args_form = fmt is ToolFormat.MISTRAL and mistral.writes_args(chat_template or "")
+    syntax = call_syntax(fmt) if fmt is not None and forced and not args_form else None
     if fmt is not None and forced and syntax is None:
         calls = 1 if choice.name else max_calls
-        constraint = _family_forced(fmt, request.tools, choice.name, calls == 1)
+        constraint = _family_forced(fmt, request.tools, choice.name, calls == 1, args_form)
         return Plan(fmt, constraint, calls, split, reasoning, tools)
     if fmt is not None and syntax is not None:
         try:
@@ -79,10 +90,17 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
         except ValueError as exc:  # a dialect let a name through that no tool has
             raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
         _check_grammar(_parameters(request.tools, choice.name), "tools")
-        constraint = OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
+        schema_text = json.dumps(schema)
+        constraint = OutputConstraint(
+            schema_text,
+            syntax.begin,
+            syntax.end,
+            "tools",
+            after_open=Seq((THINK_OPENED, GAP, Tag(syntax.begin, Json(schema_text), syntax.end))),
+        )
         return Plan(fmt, constraint, 1 if choice.name else max_calls, split, reasoning, tools)
     if request.response_schema is None:
-        lazy = _lazy_calls(fmt, request.tools, max_calls) if fmt is not None else None
+        lazy = _lazy_calls(fmt, request.tools, max_calls, args_form) if fmt is not None else None
         return Plan(fmt, lazy, max_calls, split, reasoning, tools)
     _check_grammar([request.response_schema], request.schema_param)
     schema_text = json.dumps(request.response_schema)
@@ -91,7 +109,7 @@ def plan_request(request: GenerateRequest, chat_template: str | None) -> Plan:
 
 
 def _lazy_calls(
-    fmt: ToolFormat, tools: list[dict[str, Any]], max_calls: int | None
+    fmt: ToolFormat, tools: list[dict[str, Any]], max_calls: int | None, args_form: bool = False
 ) -> OutputConstraint | None:
     """``tool_choice: "auto"``: once the model opens a call, the call must be well formed.
 
@@ -101,8 +119,8 @@ def _lazy_calls(
     object after a marker (:data:`LAZY_FORMATS`); a grammar over the server's limits is
     left out (logged), never refused: the client asked for no constraint.
     """
-    if fmt in CALL_GRAMMARS:
-        return _family_lazy(fmt, tools, max_calls == 1)
+    if fmt in CALL_GRAMMARS or args_form:
+        return _family_lazy(fmt, tools, max_calls == 1, args_form)
     syntax = call_syntax(fmt) if fmt in LAZY_FORMATS else None
     if syntax is None:
         return None
@@ -129,12 +147,17 @@ LAZY_FORMATS = frozenset({ToolFormat.HERMES})
 
 
 def _family_forced(
-    fmt: ToolFormat, tools: list[dict[str, Any]], name: str | None, single: bool
+    fmt: ToolFormat,
+    tools: list[dict[str, Any]],
+    name: str | None,
+    single: bool,
+    args_form: bool = False,
 ) -> OutputConstraint | None:
     """A forced call in the family's own syntax (its module's ``call_grammar``), or ``None``
-    with the typed reason logged: the call is then parsed, not constrained."""
+    with the typed reason logged: the call is then parsed, not constrained. ``args_form``:
+    a Mistral template of the ``[TOOL_CALLS]name[ARGS]`` form (:func:`_call_grammar`)."""
     try:
-        grammar = family_grammar(fmt, tools, name, single)
+        grammar = _call_grammar(fmt, tools, name, single, args_form)
     except ValueError as exc:  # a dialect let a name through that no tool has
         raise APIError(400, f"tool_choice: {exc}", param="tool_choice") from exc
     if isinstance(grammar, Unconstrained):
@@ -150,12 +173,35 @@ def _family_forced(
     )
 
 
+def _call_grammar(
+    fmt: ToolFormat,
+    tools: list[dict[str, Any]],
+    name: str | None,
+    single: bool,
+    args_form: bool,
+) -> CallGrammar | Unconstrained:
+    """The family's call grammar; for a Mistral template that writes ``name[ARGS]{...}``
+    (Ministral 3, Devstral, Mistral Small 3.2) that form's, not the JSON array
+    (:data:`CALL_SYNTAX`'s v3 form), which such a model was never taught and, forced on
+    it, runs off into garbage.
+
+    Raises:
+        ValueError: ``name`` is no tool's name (or there are no tools).
+    """
+    if not args_form:
+        return family_grammar(fmt, tools, name, single)
+    functions = functions_of(tools, name)
+    if not functions:
+        raise ValueError(f"no tool named {name!r}" if name else "no tools")
+    return mistral.call_grammar(functions, single)
+
+
 def _family_lazy(
-    fmt: ToolFormat, tools: list[dict[str, Any]], single: bool
+    fmt: ToolFormat, tools: list[dict[str, Any]], single: bool, args_form: bool = False
 ) -> OutputConstraint | None:
     """``tool_choice: "auto"`` in a family's own syntax: free text until its trigger."""
     try:
-        grammar = family_grammar(fmt, tools, None, single)
+        grammar = _call_grammar(fmt, tools, None, single, args_form)
         check_grammar(_parameters(tools, None))
     except (ValueError, GrammarTooLarge) as exc:
         logger.info("tool calls unconstrained: %s", exc)
