@@ -61,6 +61,7 @@ from bench.genai_measure import FILLER, load_cb_pipeline, make_prompt_ids, measu
 
 logger = logging.getLogger(__name__)
 
+SIDES = ("raw", "served", "llama.cpp")
 NEW_TOKENS = 2  # the first token is what prefill costs; a second proves decoding goes on
 
 
@@ -241,7 +242,8 @@ def run_lengths(args: argparse.Namespace, cells: dict[str, dict[int, Cell]]) -> 
                         [],
                     ),
                 ]
-                order = sides[rep % 3 :] + sides[: rep % 3]  # no side always runs first
+                sides = [side for side in sides if side[0] in args.sides]
+                order = sides[rep % len(sides) :] + sides[: rep % len(sides)]  # none always first
                 for side, fn, child, pids in order:
                     logger.info(" %s", side)
                     cell = cells.setdefault(side, {}).setdefault(n, Cell())
@@ -352,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--once-above", type=int, default=16384, help="one round above this")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--kv", default="f16", help="KV precision of raw and served")
+    parser.add_argument(
+        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="sides to measure"
+    )
     parser.add_argument("--knob-length", type=int, default=8192)
     parser.add_argument("--knob-reps", type=int, default=1)
     parser.add_argument("--no-knobs", action="store_true")
