@@ -149,7 +149,13 @@ def served(model: Path, home: Path, kv: str) -> Iterator[tuple[str, list[int]]]:
 
     from tests.server.harness import ServerProcess
 
-    env = {"SIDELIGHT_CPU_KV_CACHE_PRECISION": kv, "SIDELIGHT_STREAM_INTERVAL_MS": "0"}
+    # The other sides take minutes between two served requests: the idle unload must not
+    # end the worker meanwhile (the next request would wait for a load).
+    env = {
+        "SIDELIGHT_CPU_KV_CACHE_PRECISION": kv,
+        "SIDELIGHT_STREAM_INTERVAL_MS": "0",
+        "SIDELIGHT_IDLE_UNLOAD_SECONDS": "-1",
+    }
     proc = ServerProcess(home, model, env=env)
     try:
         proc.wait_ready(timeout=600)
