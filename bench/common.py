@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import json
 import logging
 import os
 import resource
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -303,3 +305,10 @@ def healthy_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def sse_chunks(response: Any) -> Iterator[dict[str, Any]]:
+    """The JSON chunks of an OpenAI-style server-sent event stream (``data: [DONE]`` ends it)."""
+    for line in response.iter_lines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            yield json.loads(line[6:])

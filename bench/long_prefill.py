@@ -55,6 +55,7 @@ from bench.common import (
     cpu_summary,
     median,
     setup_logging,
+    sse_chunks,
     wait_for_quiet,
 )
 from bench.genai_measure import FILLER, load_cb_pipeline, make_prompt_ids, measure_cb
@@ -178,10 +179,7 @@ def measure_served(url: str, text: str) -> tuple[float, int]:
     prompt_tokens = 0
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=1800) as resp:
         resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
+        for chunk in sse_chunks(resp):
             if chunk.get("usage"):
                 prompt_tokens = int(chunk["usage"]["prompt_tokens"])
             if first is None and chunk["choices"] and chunk["choices"][0]["delta"].get("content"):

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bench.common import CacheLayout, add_common_args, median, setup_logging
+from bench.common import CacheLayout, add_common_args, median, setup_logging, sse_chunks
 from bench.timing import RunResult, TokenTracker
 from tests.server.harness import ServerProcess
 
@@ -122,10 +122,7 @@ def _stream_chat(
     completion = 0
     with client.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as resp:
         resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
+        for chunk in sse_chunks(resp):
             if chunk.get("usage"):
                 completion = chunk["usage"]["completion_tokens"]
             if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
