@@ -90,9 +90,15 @@ CALL_GRAMMARS: dict[ToolFormat, GrammarBuilder] = {
 
 
 def family_grammar(
-    fmt: ToolFormat | str, tools: list[dict[str, Any]], name: str | None, single: bool
+    fmt: ToolFormat | str,
+    tools: list[dict[str, Any]],
+    name: str | None,
+    single: bool,
+    builder: GrammarBuilder | None = None,
 ) -> CallGrammar | Unconstrained:
     """``fmt``'s call grammar over ``tools`` (only ``name``'s, if set), or why there is none.
+    ``builder`` stands in for the family's own (a template's other form of the family's
+    calls: Mistral's ``name[ARGS]{...}``).
 
     Raises:
         ValueError: ``name`` is no tool's name (or there are no tools).
@@ -100,7 +106,7 @@ def family_grammar(
     functions = functions_of(tools, name)
     if not functions:
         raise ValueError(f"no tool named {name!r}" if name else "no tools")
-    builder = CALL_GRAMMARS.get(ToolFormat(fmt))
+    builder = builder or CALL_GRAMMARS.get(ToolFormat(fmt))
     if builder is None:
         return Unconstrained.NO_GRAMMAR
     return builder(functions, single)

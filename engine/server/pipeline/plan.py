@@ -37,7 +37,6 @@ from engine.parsing.tool_parsers.grammar import (
     Seq,
     Tag,
     Unconstrained,
-    functions_of,
 )
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
@@ -188,12 +187,8 @@ def _call_grammar(
     Raises:
         ValueError: ``name`` is no tool's name (or there are no tools).
     """
-    if not args_form:
-        return family_grammar(fmt, tools, name, single)
-    functions = functions_of(tools, name)
-    if not functions:
-        raise ValueError(f"no tool named {name!r}" if name else "no tools")
-    return mistral.call_grammar(functions, single)
+    builder = mistral.call_grammar if args_form else None
+    return family_grammar(fmt, tools, name, single, builder)
 
 
 def _family_lazy(
