@@ -249,5 +249,10 @@ def find_item(view: QTreeWidget, item_id: str) -> QTreeWidgetItem | None:
 def select_item(view: QTreeWidget, item_id: str) -> None:
     for index in range(view.topLevelItemCount()):
         item = view.topLevelItem(index)
-        if item is not None:
-            item.setSelected(item.data(0, Qt.ItemDataRole.UserRole) == item_id)
+        if item is None:
+            continue
+        wanted = item.data(0, Qt.ItemDataRole.UserRole) == item_id
+        item.setSelected(wanted)
+        if wanted:  # the row asked for is the one in view, with the keyboard on it
+            view.setCurrentItem(item)
+            view.scrollToItem(item)

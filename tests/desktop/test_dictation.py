@@ -247,6 +247,11 @@ def test_without_speech_models_both_say_why_and_offer_one(
     manager = app._models
     assert manager is not None and manager.isVisible()
     assert manager.selected_entry_id() == DICTATION_PICK[0]
+    # Scrolled to it: the catalog lists the chat models first, the speech models last.
+    row = manager.catalog_view.currentItem()
+    assert row is not None and row.isSelected()
+    shown = manager.catalog_view.viewport().rect()
+    assert shown.contains(manager.catalog_view.visualItemRect(row))
 
     reply = _short_chat(window)
     # The reply's pill is drawn greyed out, its tooltip saying why.
