@@ -14,7 +14,7 @@ Threading: GUI thread only; the log is read by the Requests window's timer.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QTextOption
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -108,14 +108,20 @@ class ServerStrip(QWidget):
 
 class LiveLog(QPlainTextEdit):
     """The log's newest lines, appended as they come; it follows the end while the person
-    has not scrolled up."""
+    has not scrolled up.
+
+    Lines wrap at the panel's width. Unwrapped, the view scrolled sideways by itself: lines
+    read while the window is hidden (its ``showEvent`` refreshes before it is shown) make
+    Qt show the text cursor, at the end of the last line, on the first show, cutting off
+    the start of every line. A log beside a table is narrow; each line is read whole."""
 
     def __init__(self, tail: LogTail | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.tail = tail or log_tail()
         self.shown = 0  # the number of the last line shown
         self.setReadOnly(True)
-        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.setMaximumBlockCount(MAX_LINES)
         self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.setPlaceholderText("Sidelight's log appears here as it is written.")

@@ -10,9 +10,12 @@ from collections.abc import Callable
 import httpx
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
 from desktop.app import DesktopApp
+from desktop.log_tail import LogTail
+from desktop.views.server_panel import LiveLog
 from engine.lan import lan_urls
 
 
@@ -67,3 +70,34 @@ def test_serving_beyond_loopback_names_the_network_addresses(
     # Each address answers (the key asked for by the server, as the strip says).
     answer = httpx.get(urls[0].removesuffix("/v1") + "/v1/models", timeout=30)
     assert answer.status_code == 401
+
+
+def test_the_live_log_shows_the_start_of_every_line(qtbot: QtBot) -> None:
+    """Lines read while the window is hidden, the last one long, then the window shown (the
+    Requests window refreshes its log in ``showEvent``, before it is visible): the log must
+    not open scrolled sideways with the start of every line cut off, as a screenshot of the
+    server view showed. A real LiveLog on its own tail."""
+    tail = LogTail()
+    source = logging.getLogger("tests.live_log")
+    source.addHandler(tail)
+    source.setLevel(logging.INFO)
+    try:
+        host = QWidget()
+        qtbot.addWidget(host)
+        log = LiveLog(tail)
+        QHBoxLayout(host).addWidget(log)
+        host.resize(420, 400)
+        for number in range(30):
+            source.info("POST /v1/chat/completions model=sidelight-demo %s", "x" * (number * 4))
+        log.refresh()  # read before the first show
+        host.show()
+        qtbot.waitExposed(host)
+        for number in range(3):
+            source.info("short line %d", number)
+            log.refresh()
+    finally:
+        source.removeHandler(tail)
+    assert log.horizontalScrollBar().value() == 0
+    assert log.horizontalScrollBar().maximum() == 0  # lines wrap: nothing lies off to the side
+    assert log.contentOffset().x() == 0
+    assert "short line 2" in log.toPlainText()
