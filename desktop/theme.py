@@ -295,7 +295,9 @@ def palette_for(colours: ThemeColours) -> QPalette:
     return palette
 
 
-# The controls Tab reaches; each draws the focus ring while the keyboard is on it.
+# The controls Tab reaches; each draws the focus ring while the keyboard is on it, from the
+# style sheet. Spin boxes are reached too, but their ring comes from
+# :class:`desktop.focus_style.FocusRingStyle` (the style sheet's would flatten their arrows).
 FOCUSABLE = (
     "QPushButton",
     "QToolButton",
@@ -303,8 +305,6 @@ FOCUSABLE = (
     "QLineEdit",
     "QPlainTextEdit",
     "QTextEdit",
-    "QSpinBox",
-    "QDoubleSpinBox",
     "QListView",
     "QTreeView",
     "QTableView",
@@ -388,11 +388,13 @@ class ThemeManager(QObject):
         if isinstance(app, QGuiApplication):
             from PySide6.QtWidgets import QApplication
 
+            from desktop import focus_style
+
             QGuiApplication.setPalette(palette_for(colours))
             if isinstance(app, QApplication):
-                if app.style().name().lower() != "fusion":
-                    # Native Windows and macOS styles ignore parts of a custom palette.
-                    app.setStyle("Fusion")
+                # Native Windows and macOS styles ignore parts of a custom palette: Fusion,
+                # with the spin boxes' focus ring.
+                focus_style.install(app)
                 app.setStyleSheet(style_sheet_for(colours))
         changed = scheme != self.scheme
         self.scheme = scheme

@@ -13,9 +13,13 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
+    QDoubleSpinBox,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
+    QStyle,
+    QStyleOptionSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -95,7 +99,15 @@ def test_the_focused_control_shows_a_ring_in_both_themes(qtbot: QtBot, scheme: s
     chats.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
     picker = QComboBox()
     picker.addItem("Demo model")
-    controls: list[QWidget] = [QPushButton("Send"), chats, picker, QLineEdit("x"), QPlainTextEdit()]
+    controls: list[QWidget] = [
+        QPushButton("Send"),
+        chats,
+        picker,
+        QLineEdit("x"),
+        QPlainTextEdit(),
+        QSpinBox(),
+        QDoubleSpinBox(),
+    ]
     for control in controls:
         layout.addWidget(control)
     host.show()
@@ -108,6 +120,41 @@ def test_the_focused_control_shows_a_ring_in_both_themes(qtbot: QtBot, scheme: s
         perimeter = 2 * (control.width() + control.height())
         assert _ring_pixels(control, ring) >= 0.9 * perimeter  # a ring all round it
         assert all(_ring_pixels(other, ring) == 0 for other in others)
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_a_focused_spin_box_keeps_its_arrows(qtbot: QtBot, scheme: str) -> None:
+    """Chat settings' *Temperature* with the focus drew its up and down buttons as two flat
+    bars: the focus ring's style sheet rule made Qt's style-sheet engine draw them. The
+    buttons must look the same with and without the focus (the ring aside)."""
+    ThemeManager(scheme).apply()  # type: ignore[arg-type]
+    host = QWidget()
+    qtbot.addWidget(host)
+    layout = QVBoxLayout(host)
+    spin = QDoubleSpinBox()
+    spin.setSpecialValueText("Model default")
+    spin.setValue(0.7)
+    other = QLineEdit()
+    layout.addWidget(spin)
+    layout.addWidget(other)
+    host.resize(320, 90)
+    host.show()
+    qtbot.waitExposed(host)
+    host.activateWindow()
+    other.setFocus()
+    qtbot.waitUntil(other.hasFocus)
+    unfocused = spin.grab().toImage()
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus)
+    focused = spin.grab().toImage()
+    option = QStyleOptionSpinBox()
+    spin.initStyleOption(option)
+    style, spin_box = spin.style(), QStyle.ComplexControl.CC_SpinBox
+    up = style.subControlRect(spin_box, option, QStyle.SubControl.SC_SpinBoxUp, spin)
+    down = style.subControlRect(spin_box, option, QStyle.SubControl.SC_SpinBoxDown, spin)
+    buttons = up.united(down).adjusted(0, 2, -2, -2)  # clear of the 2 px ring at the edge
+    assert buttons.width() > 4 and buttons.height() > 4
+    assert focused.copy(buttons) == unfocused.copy(buttons), "the arrows changed with the focus"
 
 
 def test_esc_cancels_an_edit_before_it_hides_the_window(qtbot: QtBot, desktop: DesktopApp) -> None:
