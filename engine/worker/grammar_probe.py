@@ -57,6 +57,9 @@ START_SECONDS = 120.0
 # The child (about 130 MB: its own OpenVINO and demo pipeline) ends after this long without
 # a grammar to compile; the next new grammar starts another (under a second).
 IDLE_SECONDS = 300.0
+# A child that ends before it is ready this many times in a row is not started again: its
+# pipeline cannot be built here, and grammars go unchecked rather than wait for ever.
+MAX_EARLY_DEATHS = 2
 _MAX_STEPS = 4  # one token: the prompt step and at most a few more
 
 
@@ -81,9 +84,11 @@ def probe_pipeline(model_dir: Path) -> Any:
     scheduler = ov_genai.SchedulerConfig()
     scheduler.num_kv_blocks = 16  # a one-token prompt needs one
     scheduler.enable_prefix_caching = False
-    return ov_genai.ContinuousBatchingPipeline(
-        str(model_dir), scheduler, "CPU", {"INFERENCE_NUM_THREADS": 1}
-    )
+    # f32: on a CPU whose default precision is bf16 (AMX: Xeon 4th gen and later), OpenVINO
+    # 2026.4 compiles an LLM on one thread into a SIGFPE (its issue 33300, one core by
+    # taskset). The probe only compiles grammars, so the precision costs nothing.
+    properties = {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32"}
+    return ov_genai.ContinuousBatchingPipeline(str(model_dir), scheduler, "CPU", properties)
 
 
 _ids = itertools.count(1)  # request ids on a probe pipeline
@@ -173,6 +178,7 @@ class GrammarProbe:
         self._unavailable: str | None = None
         self._done: list[tuple[str, Verdict]] = []
         self._used = 0.0  # when the child last answered
+        self._early_deaths = 0  # children in a row that ended before they were ready
 
     # ---- the worker's side ----------------------------------------------------------
 
@@ -285,11 +291,15 @@ class GrammarProbe:
                     return
                 message = conn.recv()
             except (EOFError, OSError):
+                if not self._ready:
+                    self._died_starting()
+                    return
                 running = self._running.key if self._running is not None else None
                 self._lost("the grammar compile ended its process", running)
                 return
             if message[0] == "ready":
                 self._ready = True
+                self._early_deaths = 0
                 self._used = time.monotonic()
             elif message[0] == "unavailable":
                 self._give_up(str(message[1]))
@@ -312,6 +322,21 @@ class GrammarProbe:
         self._stop_child()
         if running is not None:
             self._finish(running, Verdict(why))
+
+    def _died_starting(self) -> None:
+        """The child ended while building its pipeline (a crash in OpenVINO, say): try once
+        more, then give up, so that no request waits on a child that can never be ready."""
+        process = self._process
+        if process is not None:
+            process.join(5)
+        code = process.exitcode if process is not None else None
+        self._early_deaths += 1
+        why = f"the grammar probe ended while starting (exit code {code})"
+        if self._early_deaths >= MAX_EARLY_DEATHS:
+            self._give_up(f"{why}, {self._early_deaths} times")
+            return
+        logger.warning("%s; starting another", why)
+        self._stop_child()
 
     def _give_up(self, why: str) -> None:
         """No probe in this worker: every grammar goes unchecked (the backend's step

@@ -10,6 +10,8 @@ budget by a grammar far slower than a budget far smaller.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -194,6 +196,33 @@ def test_a_probe_without_its_model_lets_grammars_through_unchecked() -> None:
         assert verdicts == [("k", Verdict(None))]
         probe.request("k2", OutputConstraint('{"type": "integer"}'))
         assert probe.collect() == [("k2", Verdict(None))]  # at once, no child again
+    finally:
+        probe.close()
+
+
+def test_a_probe_child_that_dies_while_starting_lets_grammars_through_unchecked() -> None:
+    """A child that ends before it is ready (on an AMX Xeon, OpenVINO's single-thread bf16
+    compile raised SIGFPE there, and the probe started a new child every second while the
+    request waited for ever): after two such ends, verdicts say "not checked". The deaths
+    are real: each child is killed with SIGKILL before it can be ready."""
+    probe = GrammarProbe()
+    killed: set[int] = set()
+    try:
+        probe.request("k", OutputConstraint('{"type": "string"}'))
+        deadline = time.monotonic() + 120
+        verdicts: list[tuple[str, Verdict]] = []
+        while not verdicts and time.monotonic() < deadline:
+            pid = probe.child_pid
+            if pid is not None and pid not in killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.02)
+            verdicts = probe.collect()
+        assert verdicts == [("k", Verdict(None))]
+        assert len(killed) == grammar_probe.MAX_EARLY_DEATHS
+        probe.request("k2", OutputConstraint('{"type": "integer"}'))
+        assert probe.collect() == [("k2", Verdict(None))]  # at once, no child again
+        assert probe.child_pid is None
     finally:
         probe.close()
 
