@@ -31,8 +31,10 @@ path (the engine client runs it on a background thread at start). :func:`cached_
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -117,7 +119,7 @@ def measure_decode(model_dir: Path, base: dict[str, Any], new_tokens: int = 48) 
     def measure(candidate: dict[str, Any]) -> float:
         import openvino_genai as ov_genai
 
-        pipe = ov_genai.LLMPipeline(str(model_dir), "CPU", **base, **candidate)
+        pipe = ov_genai.LLMPipeline(str(model_dir), "CPU", **one_thread_safe({**base, **candidate}))
         config = ov_genai.GenerationConfig()
         config.max_new_tokens = new_tokens
         config.ignore_eos = True
@@ -167,7 +169,8 @@ def lookup_step_cost(
     dense = ops.convert(ops.reshape(dense, ops.constant(np.array([n, k])), False), ov.Type.f32)
     x = ops.parameter([-1, k], ov.Type.f32, name="x")
     model = ov.Model([ops.matmul(x, dense, False, True)], [x], "lookup-probe")
-    request = ov.Core().compile_model(model, "CPU", properties).create_infer_request()
+    compiled = ov.Core().compile_model(model, "CPU", one_thread_safe(properties))
+    request = compiled.create_infer_request()
     rows = {m: np.full((m, k), 0.5, dtype=np.float32) for m in (1, 1 + guesses)}
     times: dict[int, list[float]] = {m: [] for m in rows}
     for data in rows.values():
@@ -314,8 +317,43 @@ def effective_properties(cpu: CpuSettings, tuned: dict[str, Any] | None) -> dict
     """
     explicit = cpu.properties()
     if not cpu.self_tune or not tuned:
-        return explicit
-    return {**tuned, **explicit}
+        return one_thread_safe(explicit)
+    return one_thread_safe({**tuned, **explicit})
+
+
+@functools.cache
+def default_precision() -> str:
+    """The CPU plugin's default inference precision here (``bf16`` on AMX Xeons)."""
+    import openvino as ov
+
+    hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    return str(hint.get_type_name() if isinstance(hint, ov.Type) else hint)
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask, where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
+def one_thread_safe(properties: dict[str, Any]) -> dict[str, Any]:
+    """``properties``, run in f32 when they mean one thread on a bf16-default CPU.
+
+    OpenVINO 2026.4 compiles an LLM on one thread in bf16 into a SIGFPE (seen on an AMX
+    Xeon with ``SIDELIGHT_CPU_THREADS=1``, with the self-tune's one-thread candidate, and
+    with no thread setting under ``taskset -c 0``: every load ended the worker; its issue
+    33300); f32 and f16 compile. One thread is the setting, or, with none, a process
+    allowed one CPU. A precision the user set is kept.
+    """
+    threads = properties.get("INFERENCE_NUM_THREADS") or usable_cpus()
+    if threads != 1 or "INFERENCE_PRECISION_HINT" in properties:
+        return properties
+    if default_precision() != "bf16":
+        return properties
+    logger.info("one CPU thread on a bf16 CPU: running in f32 (OpenVINO fails in bf16 there)")
+    return {**properties, "INFERENCE_PRECISION_HINT": "f32"}
 
 
 def _write_cache(cache_dir: Path, result: TuneResult) -> None:

@@ -81,3 +81,43 @@ def test_lookup_pays_follows_the_setting_then_the_measured_cost() -> None:
     assert cpu_tune.lookup_pays(None, None)  # not measured (self-tune off, GPU): on
     assert cpu_tune.lookup_pays(None, cpu_tune.LOOKUP_MAX_STEP_COST)
     assert not cpu_tune.lookup_pays(None, cpu_tune.LOOKUP_MAX_STEP_COST + 0.01)
+
+
+def test_one_thread_runs_in_f32_only_where_the_default_is_bf16(monkeypatch: Any) -> None:
+    """The choice itself; the CPU's default precision is faked here (this rule is about AMX
+    CPUs, which a test machine may not be); the load below is real on any CPU."""
+    monkeypatch.setattr(cpu_tune, "default_precision", lambda: "bf16")
+    one = {"INFERENCE_NUM_THREADS": 1}
+    assert cpu_tune.one_thread_safe(one)["INFERENCE_PRECISION_HINT"] == "f32"
+    kept = {**one, "INFERENCE_PRECISION_HINT": "bf16"}
+    assert cpu_tune.one_thread_safe(kept) == kept  # the user's own precision wins
+    assert cpu_tune.one_thread_safe({"INFERENCE_NUM_THREADS": 2}) == {"INFERENCE_NUM_THREADS": 2}
+    monkeypatch.setattr(cpu_tune, "usable_cpus", lambda: 1)
+    assert cpu_tune.one_thread_safe({})["INFERENCE_PRECISION_HINT"] == "f32"  # one CPU allowed
+    monkeypatch.setattr(cpu_tune, "default_precision", lambda: "f32")
+    assert cpu_tune.one_thread_safe(one) == one
+
+
+def _load_demo_on_one_cpu(out: Any) -> None:
+    import os
+
+    import openvino_genai as ov_genai
+
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    props = cpu_tune.effective_properties(CpuSettings(self_tune=False), None)
+    pipe = ov_genai.LLMPipeline(str(demo_model_path()), "CPU", **props)
+    out.put(str(pipe.generate("hi", max_new_tokens=4)))
+
+
+def test_a_process_allowed_one_cpu_loads_the_demo_model() -> None:
+    """Real: a child pinned to one CPU (as ``taskset -c 0`` does) loads and decodes with the
+    properties the engine would use. On an AMX Xeon this ended in SIGFPE before the fix."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_load_demo_on_one_cpu, args=(out,))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    assert out.get(timeout=5)  # it decoded some text
