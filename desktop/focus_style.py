@@ -12,21 +12,21 @@ Threading: GUI thread only (a QStyle).
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter, QPen
+from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOptionComplex, QWidget
-
-from desktop import theme
 
 RING_WIDTH = 2  # px, as the style sheet's ring
 RING_RADIUS = 3.0
 
 
 class FocusRingStyle(QProxyStyle):
-    """Fusion with a ``focus_ring`` outline round a focused spin box (the live theme
-    colour, read when painting, so a scheme change needs no new style)."""
+    """Fusion with an outline round a focused spin box in ``ring``: the theme's live
+    ``focus_ring`` colour object, read when painting, so a scheme change needs no new style.
+    (Passed in, not imported: the theme installs this style.)"""
 
-    def __init__(self) -> None:
+    def __init__(self, ring: QColor) -> None:
         super().__init__("Fusion")
+        self._ring = ring
 
     def drawComplexControl(
         self,
@@ -42,7 +42,7 @@ class FocusRingStyle(QProxyStyle):
             return
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        pen = QPen(theme.colour("focus_ring"), RING_WIDTH)
+        pen = QPen(self._ring, RING_WIDTH)
         pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
         painter.setPen(pen)
         painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -55,12 +55,12 @@ class FocusRingStyle(QProxyStyle):
 _INSTALLED: list[FocusRingStyle] = []  # the style set on the app (Qt owns it; kept alive here)
 
 
-def install(app: QApplication) -> None:
+def install(app: QApplication, ring: QColor) -> None:
     """Make :class:`FocusRingStyle` the application's style, once (``app.style()`` reads
     back Qt's style-sheet wrapper, so it cannot tell us what lies under it)."""
     if _INSTALLED and app.property(_MARK):
         return
-    style = FocusRingStyle()
+    style = FocusRingStyle(ring)
     app.setStyle(style)
     app.setProperty(_MARK, True)
     _INSTALLED[:] = [style]

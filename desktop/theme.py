@@ -394,7 +394,7 @@ class ThemeManager(QObject):
             if isinstance(app, QApplication):
                 # Native Windows and macOS styles ignore parts of a custom palette: Fusion,
                 # with the spin boxes' focus ring.
-                focus_style.install(app)
+                focus_style.install(app, colour("focus_ring"))
                 app.setStyleSheet(style_sheet_for(colours))
         changed = scheme != self.scheme
         self.scheme = scheme
