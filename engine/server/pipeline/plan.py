@@ -139,8 +139,8 @@ def _lazy_calls(
 # grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not,
 # nor AUTO (a template showing no syntax): Qwen3-Coder writes XML inside the same
 # <tool_call>, which a JSON grammar would corrupt. The families with their own call
-# grammar (CALL_GRAMMARS: harmony, DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) are
-# lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
+# grammar (CALL_GRAMMARS: harmony, DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4,
+# Qwen3-Coder XML, Seed-OSS, MiniMax-M2) are lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
 # family, corrupted calls and is not used (qwen3_xml.call_grammar writes the elements).
 LAZY_FORMATS = frozenset({ToolFormat.HERMES})
 
