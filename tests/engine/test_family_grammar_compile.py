@@ -30,7 +30,13 @@ FAMILY_TEMPLATES = (
     "google-gemma-4-31B-it",
     "Kimi-K2-Instruct",
     "GLM-4.6",
+    "deepseek-ai-DeepSeek-V3.2",
+    "ByteDance-Seed-OSS",
+    "MiniMax-M2",
 )
+# JSON-list families: a forced call is the one-object syntax (no structure); ``auto`` holds
+# the whole list from the marker on (engine.parsing.tool_parsers.json_lists.lazy_grammar).
+LIST_TEMPLATES = ("NVIDIA-Nemotron-Nano-v2", "ibm-granite-granite-3.3-2B-Instruct")
 FLAT: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -59,10 +65,14 @@ def _tools(parameters: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("template", FAMILY_TEMPLATES)
-@pytest.mark.parametrize(
-    "choice", [ToolChoice("required"), ToolChoice("auto")], ids=["required", "auto"]
-)
+_REQUIRED, _AUTO = ToolChoice("required"), ToolChoice("auto")
+_CASES = [
+    *(pytest.param(t, c, id=f"{t}-{c.mode}") for t in FAMILY_TEMPLATES for c in (_REQUIRED, _AUTO)),
+    *(pytest.param(t, _AUTO, id=f"{t}-auto") for t in LIST_TEMPLATES),
+]
+
+
+@pytest.mark.parametrize(("template", "choice"), _CASES)
 def test_the_family_grammar_compiles(
     pipe: Any, tiny_model: Path, template: str, choice: ToolChoice
 ) -> None:

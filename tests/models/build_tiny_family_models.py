@@ -4,7 +4,9 @@ What it builds
 --------------
 For each family (gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1, Gemma 4, Kimi K2 Thinking,
 GLM-4.6, Qwen3.5 XML with ``<think>``, Ministral 3 Reasoning ``[THINK]`` / ``[TOOL_CALLS]``,
-NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``, IBM Granite 3.3 ``<|tool_call|>[...]``) a
+NVIDIA Nemotron Nano v2 ``<TOOLCALL>[...]``, IBM Granite 3.3 ``<|tool_call|>[...]``, DeepSeek
+V3.2 ``<｜DSML｜function_calls>``, ByteDance Seed-OSS ``<seed:think>`` / ``<seed:tool_call>``,
+MiniMax-M2 ``<think>`` / ``<minimax:tool_call><invoke name=...>``) a
 Qwen2-architecture causal LM (hidden 64, one layer, tied embeddings) with the
 recipe of ``tests/models/build_tiny_model.py`` (whose functions it imports): a small byte-level BPE
 vocabulary inside the real Qwen2 tokenizer pipeline, trained on this family's rendered
@@ -35,11 +37,20 @@ order differently). GLM-4.6 is the family whose template the issue saw GenAI ref
 GenAI refuses, the worker's own Jinja renderer stands in, here as in Sidelight; so it does
 where GenAI writes a call history as JSON that the template writes in its own markup
 (Ministral 3's ``[TOOL_CALLS]name[ARGS]``: ``engine.worker.jinja_template.render_prompt``).
-Qwen3.5 and Ministral 3 are also trained on the ``ollama`` client's key order of the tool and
-on the London-only tool of ``tests/server/test_family_grammars_e2e.py`` (reply unchanged), so
-that their tiny models open the call there and the lazy grammar is what picks the city.
+Qwen3.5, Ministral 3, Nemotron Nano v2, Granite 3.3, DeepSeek V3.2, Seed-OSS and MiniMax-M2
+are also trained on the ``ollama`` client's key order of the tool and on the London-only tool
+of ``tests/server/test_family_grammars_e2e.py`` (reply unchanged), so that their tiny models
+open the call there and the lazy grammar is what picks the city. DeepSeek V3.2, Seed-OSS and
+MiniMax-M2 are also trained to finish a call that a forced ``tool_choice`` opens after the
+plain question (``Family.forced_calls``: the prompt runs on into the call up to its value),
+under the Anthropic grammar test's tool description too: without it their tiny models, pushed
+into a call they were never trained to write there, wrote a wrong closing tag inside the
+free-text value and ran on to ``max_tokens``. MiniMax-M2's template is the other
+one GenAI refuses once tools are sent (``tojson(ensure_ascii=False)``): the worker's Jinja
+renderer renders it, here as in Sidelight. DeepSeek V3.2's DSML markup is plain text in its
+real vocabulary (no added token), so its tiny model writes it byte by byte.
 Families whose template switches thinking on and off (``enable_thinking``: DeepSeek R1,
-Gemma 4) are trained on the prompts rendered with thinking on, which is what a client asking
+Gemma 4, DeepSeek V3.2) are trained on the prompts rendered with thinking on, which is what a client asking
 for thinking gets. gpt-oss's template writes today's date into its system message, so its
 dialogues are rendered over several seeded dates (the replies do not depend on the date).
 
@@ -147,6 +158,14 @@ class Family:
     # Train the tool-result turn with the Anthropic route's ids too (``toolu_0``): GenAI writes
     # the call history of a template that drops it (Granite 3.3's) as JSON, ids and all.
     anthropic_ids: bool = False
+    # Also train it to finish a call opened after the plain question's reasoning: the prompt
+    # ends where a forced ``tool_choice``'s grammar leaves the model (the call written up to
+    # the city), the target is the rest of the trained call. Its reply to the plain question
+    # is unchanged (text), but pushed into a call by the grammar, the tiny model closes it
+    # instead of running on inside the free-text value. Trained with the Anthropic tests'
+    # tool description too (``ANTHROPIC_DESCRIPTION``), which the plain reply also answers.
+    forced_calls: bool = False
+    reasoning_end: str = "</think>"  # where the reasoning ends in a reply (forced_calls)
 
 
 def _harmony(channel: str, body: str, end: str) -> str:
@@ -427,6 +446,7 @@ _NEMOTRON = Family(
     pad_token="</s>",
     bos_token="<s>",
     ollama_tools=True,
+    london_tool=True,
     # The generation prompt opens the block (``<SPECIAL_11>Assistant\n<think>\n``).
     replies={
         "tool": f"{REASON_TOOL}\n</think>\n\n"
@@ -451,12 +471,109 @@ _GRANITE33 = Family(
     date_re=r"Today's Date: [A-Z][a-z]+ \d{2}, \d{4}",
     date_text="Today's Date: {:%B %d, %Y}",
     ollama_tools=True,
+    london_tool=True,
     anthropic_ids=True,
     replies={
         "tool": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
         "<|end_of_text|>",
         "tool-result": f"{FINAL_ANSWER}<|end_of_text|>",
         "plain": f"{CAPITAL_ANSWER}<|end_of_text|>",
+    },
+)
+
+_DSML = "｜DSML｜"
+_DSML_CALL = (
+    f"<{_DSML}function_calls>\n"
+    f'<{_DSML}invoke name="get_weather">\n'
+    f'<{_DSML}parameter name="city" string="true">Paris</{_DSML}parameter>\n'
+    f"</{_DSML}invoke>\n"
+    f"</{_DSML}function_calls>"
+)
+_DEEPSEEK_V32 = Family(
+    name="deepseek-v3.2",
+    ollama_tools=True,
+    london_tool=True,
+    forced_calls=True,
+    template="deepseek-ai-DeepSeek-V3.2.jinja",
+    # DeepSeek V3's vocabulary (V3.2 keeps it): the DSML markup is plain text, not tokens.
+    special=("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    plain=("<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"),
+    eos=("<｜end▁of▁sentence｜>",),
+    eos_token="<｜end▁of▁sentence｜>",
+    pad_token="<｜end▁of▁sentence｜>",
+    bos_token="<｜begin▁of▁sentence｜>",
+    # With thinking on, the generation prompt opens the block (``<｜Assistant｜><think>``),
+    # and after the tool's results too (``\n\n<think>``); the template writes a call
+    # history as ``\n\n<｜DSML｜function_calls>\n...`` after the content.
+    replies={
+        "tool": f"{REASON_TOOL}</think>\n\n{_DSML_CALL}<｜end▁of▁sentence｜>",
+        "tool-result": f"{REASON_RESULT}</think>{FINAL_ANSWER}<｜end▁of▁sentence｜>",
+        "plain": f"{REASON_CAPITAL}</think>{CAPITAL_ANSWER}<｜end▁of▁sentence｜>",
+    },
+    template_kwargs={"enable_thinking": True},
+)
+
+_SEED_CALL = (
+    "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+    "</function>\n</seed:tool_call>"
+)
+_SEED_OSS = Family(
+    name="seed-oss",
+    ollama_tools=True,
+    london_tool=True,
+    forced_calls=True,
+    template="ByteDance-Seed-OSS.jinja",
+    # Seed-OSS's tokenizer: every ``<seed:...>`` marker is an added special token.
+    special=(
+        "<seed:bos>",
+        "<seed:eos>",
+        "<seed:pad>",
+        "<seed:think>",
+        "</seed:think>",
+        "<seed:tool_call>",
+        "</seed:tool_call>",
+        "<seed:cot_budget_reflect>",
+        "</seed:cot_budget_reflect>",
+    ),
+    plain=(),
+    eos=("<seed:eos>",),
+    eos_token="<seed:eos>",
+    pad_token="<seed:pad>",
+    bos_token="<seed:bos>",
+    reasoning_end="</seed:think>",
+    # The generation prompt is ``<seed:bos>assistant\n``: the model opens its own thinking
+    # block; the replies are written the way the template writes a history turn.
+    replies={
+        "tool": f"<seed:think>{REASON_TOOL}</seed:think>\n{_SEED_CALL}<seed:eos>",
+        "tool-result": f"<seed:think>{REASON_RESULT}</seed:think>\n{FINAL_ANSWER}<seed:eos>",
+        "plain": f"<seed:think>{REASON_CAPITAL}</seed:think>\n{CAPITAL_ANSWER}<seed:eos>",
+    },
+)
+
+_MINIMAX_CALL = (
+    '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>'
+    "\n</invoke>\n</minimax:tool_call>"
+)
+_MINIMAX_M2 = Family(
+    name="minimax-m2",
+    ollama_tools=True,
+    london_tool=True,
+    forced_calls=True,
+    template="MiniMax-M2.jinja",
+    # MiniMax-M2's tokenizer: the turn markers are special; the tags decode as text.
+    special=("]~!b[", "]~b]", "[e~["),
+    plain=("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
+    eos=("[e~[",),
+    eos_token="[e~[",
+    pad_token="[e~[",
+    bos_token="]~!b[",
+    # The generation prompt opens the block (``]~b]ai\n<think>\n``). GenAI refuses the
+    # template once tools are sent (``tojson(ensure_ascii=False)``): the worker's Jinja
+    # renderer stands in.
+    replies={
+        "tool": f"{REASON_TOOL}\n</think>\n\n{_MINIMAX_CALL}[e~[",
+        "tool-result": f"{REASON_RESULT}\n</think>\n\n{FINAL_ANSWER}[e~[",
+        "plain": f"{REASON_CAPITAL}\n</think>\n\n{CAPITAL_ANSWER}[e~[",
     },
 )
 
@@ -473,6 +590,9 @@ FAMILIES: dict[str, Family] = {
         _MINISTRAL3,
         _NEMOTRON,
         _GRANITE33,
+        _DEEPSEEK_V32,
+        _SEED_OSS,
+        _MINIMAX_M2,
     )
 }
 
@@ -512,6 +632,7 @@ NAMED = "|named"  # the key suffix of a dialogue's _named_results variant
 OLLAMA = "|ollama"  # ... and of its _ollama_tools variant
 LONDON = "|london"  # ... and of its _london_tool variant
 ANTHROPIC = "|anthropic"  # ... and of its _anthropic_ids variant
+ANTHROPIC_TOOL = "|anthropic-tool"  # ... and of its _anthropic_tool variant
 
 
 def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -523,7 +644,18 @@ def _variants(family: Family, dialogue: dict[str, Any]) -> list[tuple[str, dict[
         variants.append((LONDON, _london_tool(dialogue)))
     if family.anthropic_ids and dialogue["name"] == "tool-result":
         variants.append((ANTHROPIC, _anthropic_ids(_named_results(dialogue))))
+    if family.forced_calls and dialogue["name"] == "plain":
+        variants.append((ANTHROPIC_TOOL, _anthropic_tool(dialogue)))
     return variants
+
+
+ANTHROPIC_DESCRIPTION = "Get the weather."  # tests/server/test_family_grammars_e2e.py's
+
+
+def _anthropic_tool(dialogue: dict[str, Any]) -> dict[str, Any]:
+    """``dialogue`` offering ``get_weather`` as the Anthropic grammar tests describe it."""
+    function = {**WEATHER_TOOL["function"], "description": ANTHROPIC_DESCRIPTION}
+    return {**dialogue, "tools": [{**WEATHER_TOOL, "function": function}]}
 
 
 def _anthropic_ids(dialogue: dict[str, Any]) -> dict[str, Any]:
@@ -802,13 +934,30 @@ def build_tokenizer(
 
 
 def build_examples(tokenizer: Any, family: Family, genai: dict[str, str]) -> list[base.Example]:
-    """Every training prompt as ids -> its reply's ids (end token included)."""
+    """Every training prompt as ids -> its reply's ids (end token included); with
+    ``forced_calls``, each plain prompt followed by a forced call's opening -> its rest."""
     examples = []
     for i, (name, text) in enumerate(training_prompts(tokenizer, family, genai)):
         prompt = tokenizer.encode(text, add_special_tokens=False)
         reply = tokenizer.encode(family.replies[name], add_special_tokens=False)
         examples.append(base.Example(f"{name}-{i}", prompt, reply))
+        if family.forced_calls and name == "plain":
+            opened, rest = forced_call(family)
+            prompt = tokenizer.encode(text + opened, add_special_tokens=False)
+            reply = tokenizer.encode(rest, add_special_tokens=False)
+            examples.append(base.Example(f"forced-{i}", prompt, reply))
     return examples
+
+
+def forced_call(family: Family) -> tuple[str, str]:
+    """(the plain reply's reasoning and the trained call up to its value, the call's rest):
+    where a forced call grammar leaves the model after the plain question, and what the
+    model is trained to write from there."""
+    plain, tool, end = family.replies["plain"], family.replies["tool"], family.reasoning_end
+    reasoning = plain[: plain.index(end) + len(end)]
+    call = tool[tool.index(end) + len(end) :]
+    cut = call.index("Paris")
+    return reasoning + call[:cut], call[cut:]
 
 
 def _eos_ids(tokenizer: Any, family: Family) -> list[int]:

@@ -33,10 +33,13 @@ FAMILIES: dict[str, tuple[ToolFormat, str]] = {
     "gemma4": (ToolFormat.GEMMA4, "<|tool_response>"),
     "kimi-k2": (ToolFormat.KIMI_K2, "<|im_end|>"),
     "glm-4.6": (ToolFormat.GLM, "<|observation|>"),
+    "deepseek-v3.2": (ToolFormat.DEEPSEEK_DSML, "<｜end▁of▁sentence｜>"),
+    "seed-oss": (ToolFormat.SEED_OSS, "<seed:eos>"),
+    "minimax-m2": (ToolFormat.MINIMAX_M2, "[e~["),
 }
 HELLO = [{"role": "user", "content": "Hello"}]
 # The fixtures whose generation prompt opens <think> (the reply closes it).
-OPENED = {"deepseek-r1"}
+OPENED = {"deepseek-r1", "deepseek-v3.2", "minimax-m2"}
 
 
 def _data(family: str) -> dict[str, Any]:
@@ -124,6 +127,34 @@ def test_the_lazy_grammar_leaves_text_free_and_holds_the_call(family: str) -> No
             '<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Rome"}<|tool_call_end|><|tool_calls_section_end|>',
             False,
         ),
+        # DSML with thinking off (``<think></think>`` in the prompt): two invokes in a block
+        (
+            "deepseek-v3.2",
+            "\n\n<｜DSML｜function_calls>\n"
+            '<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+            "</｜DSML｜invoke>\n"
+            '<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="city" string="true">Rome</｜DSML｜parameter>\n'
+            "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+            False,
+        ),
+        # Seed-OSS without a thinking block (a thinking budget of 0), two calls
+        (
+            "seed-oss",
+            "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+            "</function>\n</seed:tool_call>\n<seed:tool_call>\n<function=get_weather>\n"
+            "<parameter=city>Rome</parameter>\n</function>\n</seed:tool_call>",
+            False,
+        ),
+        # MiniMax-M2: two invokes in one block
+        (
+            "minimax-m2",
+            'I will look.\n</think>\n\n<minimax:tool_call>\n<invoke name="get_weather">\n'
+            '<parameter name="city">Paris</parameter>\n</invoke>\n<invoke name="get_weather">\n'
+            '<parameter name="city">Rome</parameter>\n</invoke>\n</minimax:tool_call>',
+            True,
+        ),
     ],
 )
 def test_other_spellings_of_a_family_are_accepted(family: str, text: str, opened: bool) -> None:
@@ -132,6 +163,7 @@ def test_other_spellings_of_a_family_are_accepted(family: str, text: str, opened
     assert isinstance(grammar, CallGrammar)
     assert accepts(grammar.forced(False, opened=opened), text)
     text = text.rpartition("</think>")[2]  # (reasoning is the reasoning parser's)
+    text = text.rpartition("</seed:think>")[2]
     content, calls = parse_tool_calls(fmt, text, _data(family)["tools"])
     assert not content.strip() and calls and calls[0].name == "get_weather"
 
@@ -161,6 +193,50 @@ def test_xml_parameters_are_typed_by_the_schema_and_optional_ones_may_be_left_ou
         grammar.forced(True), head + q + "<parameter=n>\ntwelve\n</parameter>\n" + tail
     )
     assert not accepts(grammar.forced(True), head + tail)  # q is required
+
+
+@pytest.mark.parametrize(
+    ("fmt", "head", "text_param", "json_param", "tail"),
+    [
+        (
+            ToolFormat.DEEPSEEK_DSML,
+            '<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n',
+            '<｜DSML｜parameter name="q" string="true">{}</｜DSML｜parameter>\n',
+            '<｜DSML｜parameter name="n" string="false">{}</｜DSML｜parameter>\n',
+            "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        ),
+        (
+            ToolFormat.MINIMAX_M2,
+            '<minimax:tool_call>\n<invoke name="f">\n',
+            '<parameter name="q">{}</parameter>\n',
+            '<parameter name="n">{}</parameter>\n',
+            "</invoke>\n</minimax:tool_call>",
+        ),
+        (
+            ToolFormat.SEED_OSS,
+            "<seed:tool_call>\n<function=f>\n",
+            "<parameter=q>{}</parameter>\n",
+            "<parameter=n>{}</parameter>\n",
+            "</function>\n</seed:tool_call>",
+        ),
+    ],
+)
+def test_invoke_and_seed_parameters_are_typed_by_the_schema(
+    fmt: ToolFormat, head: str, text_param: str, json_param: str, tail: str
+) -> None:
+    """A string is text up to its closing tag, anything else JSON valid for its schema
+    (DSML says which with ``string="true|false"``); optional ones may be left out."""
+    tools = _tool({"q": {"type": "string"}, "n": {"type": "integer"}}, ["q"])
+    grammar = family_grammar(fmt, tools, None, True)
+    assert isinstance(grammar, CallGrammar)
+    forced = grammar.forced(True)
+    q = text_param.format("any text, even <b>")
+    assert accepts(forced, head + q + tail)
+    assert accepts(forced, head + q + json_param.format("12") + tail)
+    assert not accepts(forced, head + q + json_param.format("twelve") + tail)
+    assert not accepts(forced, head + tail)  # q is required
+    _, calls = parse_tool_calls(fmt, head + q + json_param.format("12") + tail, tools)
+    assert json.loads(calls[0].arguments) == {"q": "any text, even <b>", "n": 12}
 
 
 def test_gemma_arguments_are_sorted_comma_joined_and_typed() -> None:
@@ -198,9 +274,18 @@ def test_gemma_arguments_are_sorted_comma_joined_and_typed() -> None:
             {"type": "object", "properties": {}, "additionalProperties": True},
             Unconstrained.SCHEMA_NOTATION,
         ),
-        (ToolFormat.DEEPSEEK_DSML, {"type": "object"}, Unconstrained.NO_GRAMMAR),
-        (ToolFormat.SEED_OSS, {"type": "object"}, Unconstrained.NO_GRAMMAR),
-        (ToolFormat.MINIMAX_M2, {"type": "object"}, Unconstrained.NO_GRAMMAR),
+        (
+            ToolFormat.DEEPSEEK_DSML,
+            {"type": "object", "properties": {}, "additionalProperties": True},
+            Unconstrained.SCHEMA_NOTATION,
+        ),
+        (ToolFormat.SEED_OSS, {"type": "array"}, Unconstrained.SCHEMA_NOTATION),
+        (
+            ToolFormat.MINIMAX_M2,
+            {"type": "object", "additionalProperties": {"type": "string"}},
+            Unconstrained.SCHEMA_NOTATION,
+        ),
+        (ToolFormat.LLAMA3, {"type": "object"}, Unconstrained.NO_GRAMMAR),
     ],
 )
 def test_what_cannot_be_held_says_why(
@@ -222,6 +307,9 @@ def test_what_cannot_be_held_says_why(
         ("Kimi-K2-Instruct", ToolFormat.KIMI_K2),
         ("GLM-4.6", ToolFormat.GLM),
         ("GLM-4.7-Flash", ToolFormat.GLM),
+        ("deepseek-ai-DeepSeek-V3.2", ToolFormat.DEEPSEEK_DSML),
+        ("ByteDance-Seed-OSS", ToolFormat.SEED_OSS),
+        ("MiniMax-M2", ToolFormat.MINIMAX_M2),
     ],
 )
 def test_the_planner_constrains_forced_and_auto_calls_in_the_family_syntax(
@@ -264,3 +352,43 @@ def test_a_forced_call_the_family_cannot_hold_runs_unconstrained() -> None:
     )
     plan = plan_request(request, text)
     assert plan.tool_format is ToolFormat.GEMMA4 and plan.constraint is None
+
+
+@pytest.mark.parametrize(
+    ("family", "template", "marker", "end"),
+    [
+        ("nemotron-nano-v2", "NVIDIA-Nemotron-Nano-v2", "<TOOLCALL>", "<SPECIAL_12>"),
+        ("granite-3.3", "ibm-granite-granite-3.3-2B-Instruct", "<|tool_call|>", "<|end_of_text|>"),
+    ],
+)
+def test_json_list_families_hold_an_opened_list_under_auto(
+    family: str, template: str, marker: str, end: str
+) -> None:
+    """Nemotron's ``<TOOLCALL>[...]</TOOLCALL>`` and Granite's ``<|tool_call|>[...]`` (no
+    closing tag): under ``auto`` the list is held to the tools' schemas from the marker on,
+    text before it stays free; ``parallel_tool_calls: false`` allows one call."""
+    text = (TEMPLATES / f"{template}.jinja").read_text(encoding="utf-8")
+    tools = _data(family)["tools"]
+    plan = plan_request(
+        GenerateRequest(model="m", dialect="openai", messages=HELLO, tools=tools), text
+    )
+    assert plan.constraint is not None and plan.constraint.lazy
+    lazy = plan.constraint.structure
+    assert lazy is not None
+    reply: str = _data(family)["replies"]["tool"]
+    call = reply[reply.index(marker) :].removesuffix(end)
+    assert accepts(lazy, call), call
+    assert accepts(lazy, _data(family)["replies"]["plain"].removesuffix(end))
+    assert not accepts(lazy, call.replace("city", "town"))
+    assert not accepts(lazy, call.replace("get_weather", "get_time"))
+    two = call.replace("}}]", '}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]')
+    assert accepts(lazy, two)
+    single = plan_request(
+        GenerateRequest(
+            model="m", dialect="openai", messages=HELLO, tools=tools, parallel_tool_calls=False
+        ),
+        text,
+    )
+    assert single.constraint is not None and single.constraint.structure is not None
+    assert accepts(single.constraint.structure, call)
+    assert not accepts(single.constraint.structure, two)

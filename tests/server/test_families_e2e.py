@@ -3,9 +3,10 @@
 One ``sidelight serve`` over a home whose store holds the tiny family models
 (``tests/models/build_tiny_family_models.py``: gpt-oss harmony, Qwen3-Coder XML, DeepSeek R1,
 Gemma 4, Kimi K2 Thinking, GLM-4.6, whose template GenAI cannot render, Qwen3.5 and
-Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, Nemotron Nano v2 and Granite 3.3),
-each trained to
-print its family's native call and reasoning under its real chat template. Each is driven
+Ministral 3 Reasoning, whose call history GenAI rewrites as JSON, Nemotron Nano v2, Granite 3.3,
+DeepSeek V3.2 DSML, ByteDance Seed-OSS and MiniMax-M2, whose template GenAI cannot render
+once tools are sent), each trained to print its family's native call and reasoning under
+its real chat template. Each is driven
 through the ``openai`` (whole and streamed), ``anthropic`` (whole and streamed) and ``ollama``
 clients: the call comes back structured with arguments ``{"city": "Paris"}``, the reasoning
 in the dialect's reasoning field, and no markup or stop token in any content; the tool-result
@@ -13,11 +14,6 @@ round trip gives the trained final answer; a forced ``tool_choice`` gives the ca
 the family's own call grammar: ``test_family_grammars_e2e.py``). Tests are parametrized
 over the families; the server is shared by the module. The Ollama messages carry no ids and
 no ``tool_name``, as many Ollama clients send them.
-
-Families of issue 22 without a tiny model here yet (not built before the deadline of the
-session that added Qwen3.5, Ministral 3, Nemotron Nano v2 and Granite 3.3; not found
-unworkable): ByteDance Seed-OSS, MiniMax-M2 and
-DeepSeek V3.2 DSML. Their parsers are covered by ``tests/parsing``.
 """
 
 from __future__ import annotations
@@ -52,6 +48,9 @@ FAMILIES = (
     "ministral-3",
     "nemotron-nano-v2",
     "granite-3.3",
+    "deepseek-v3.2",
+    "seed-oss",
+    "minimax-m2",
 )
 # Markup of every family, and their stop tokens: none may reach any content.
 MARKUP = (
@@ -100,6 +99,19 @@ MARKUP = (
     "<|tool_call|>",
     "<|end_of_text|>",
     "<|start_of_role|>",
+    "DSML",
+    "<function_results>",
+    "<seed:",
+    "</seed:",
+    "<minimax:",
+    "</minimax:",
+    "<invoke",
+    "</invoke>",
+    "<parameter",
+    "</parameter>",
+    "]~b]",
+    "]~!b[",
+    "[e~[",
 )
 
 

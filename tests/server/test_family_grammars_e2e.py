@@ -1,9 +1,10 @@
 """Forced and lazy call grammars in each family's own syntax, end to end (issue 22).
 
 The tiny family models of ``test_families_e2e.py`` (gpt-oss harmony, Qwen3-Coder XML,
-DeepSeek R1, Gemma 4, Kimi K2 Thinking, GLM-4.6, Qwen3.5, Nemotron Nano v2, Ministral 3 (whose call grammar is
-its ``[TOOL_CALLS]name[ARGS]`` form, not the v3 JSON array); each trained on one ``get_weather(city)``
-call under its real template) behind one ``sidelight serve``, driven through the ``openai``
+DeepSeek R1, Gemma 4, Kimi K2 Thinking, GLM-4.6, Qwen3.5, Nemotron Nano v2, Ministral 3 (whose
+call grammar is its ``[TOOL_CALLS]name[ARGS]`` form, not the v3 JSON array), Granite 3.3,
+DeepSeek V3.2 DSML, Seed-OSS and MiniMax-M2; each trained on one ``get_weather(city)`` call
+under its real template) behind one ``sidelight serve``, driven through the ``openai``
 SDK (whole and streamed) and the ``anthropic`` SDK. What shows that the grammar, not the
 model, made the call:
 
@@ -58,11 +59,8 @@ LONDON_ONLY: dict[str, Any] = {
     },
 }
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
-# Gemma 4's tiny model answers in text under the London-only tool: no call to hold. Nemotron
-# Nano v2 and Granite 3.3 write their calls as a JSON list (``<TOOLCALL>[...]``,
-# ``<|tool_call|>[...]``), which has no lazy grammar (engine/server/pipeline/plan.py's
-# LAZY_FORMATS): under ``auto`` their calls are parsed only.
-LAZY_FAMILIES = tuple(f for f in FAMILIES if f not in ("gemma4", "nemotron-nano-v2", "granite-3.3"))
+# Gemma 4's tiny model answers in text under the London-only tool: no call to hold.
+LAZY_FAMILIES = tuple(f for f in FAMILIES if f != "gemma4")
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 The families whose call is one ``{"name", "arguments"}`` JSON object between fixed markers
 have a :class:`CallSyntax` (what the grammar writes around the JSON). The others (harmony,
-DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) build a
-:class:`~engine.parsing.tool_parsers.grammar.CallGrammar` in their own module's
+DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML, Seed-OSS, MiniMax-M2)
+build a :class:`~engine.parsing.tool_parsers.grammar.CallGrammar` in their own module's
 ``call_grammar``; :func:`family_grammar` picks it, or says why a family stays unconstrained
 (:class:`~engine.parsing.tool_parsers.grammar.Unconstrained`). Pure.
 """
@@ -13,7 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.parsing.tool_parsers import deepseek, gemma4, glm, harmony, kimi_k2, qwen3_xml
+from engine.parsing.tool_parsers import (
+    deepseek,
+    deepseek_dsml,
+    gemma4,
+    glm,
+    harmony,
+    kimi_k2,
+    minimax_m2,
+    qwen3_xml,
+    seed_oss,
+)
 from engine.parsing.tool_parsers.formats import ToolFormat
 from engine.parsing.tool_parsers.grammar import (
     CallGrammar,
@@ -86,6 +96,9 @@ CALL_GRAMMARS: dict[ToolFormat, GrammarBuilder] = {
     ToolFormat.GLM: glm.call_grammar,
     ToolFormat.GEMMA4: gemma4.call_grammar,
     ToolFormat.QWEN3_XML: qwen3_xml.call_grammar,
+    ToolFormat.DEEPSEEK_DSML: deepseek_dsml.call_grammar,
+    ToolFormat.SEED_OSS: seed_oss.call_grammar,
+    ToolFormat.MINIMAX_M2: minimax_m2.call_grammar,
 }
 
 

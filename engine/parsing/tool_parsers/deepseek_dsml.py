@@ -7,15 +7,30 @@
     </｜DSML｜function_calls>
 
 ``string="true"`` keeps a value as text, ``string="false"`` reads it as JSON; without the
-attribute the tool's schema types it. Not thread-safe: one per request.
+attribute the tool's schema types it. With thinking on, the generation prompt opens
+``<think>`` and the reply closes it before the block (``</think>\n\n<｜DSML｜...``). Not
+thread-safe: one per request.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 
 from engine.parsing.tool_parsers.formats import ToolFormat
-from engine.parsing.tool_parsers.minimax_m2 import InvokeToolParser
+from engine.parsing.tool_parsers.grammar import (
+    CallGrammar,
+    Const,
+    Function,
+    Json,
+    Node,
+    Seq,
+    Unconstrained,
+    is_text_parameter,
+    text_value,
+)
+from engine.parsing.tool_parsers.minimax_m2 import InvokeToolParser, invoke_grammar
 from engine.parsing.tool_parsers.xml_params import XMLSpelling
 
 DSML = "｜DSML｜"
@@ -36,3 +51,19 @@ class DeepSeekDSMLToolParser(InvokeToolParser):
     ends = (END,)
     spelling = SPELLING
     invoke = (INVOKE, INVOKE_END)
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | Unconstrained:
+    """A ``<｜DSML｜function_calls>`` block of ``<｜DSML｜invoke>`` calls
+    (:func:`~engine.parsing.tool_parsers.minimax_m2.invoke_grammar`), each parameter as the
+    template writes it: ``string="true"`` and the text for a string, ``string="false"`` and
+    JSON for the rest."""
+    return invoke_grammar(functions, single, (BEGIN, END), (INVOKE, INVOKE_END), _parameter)
+
+
+def _parameter(key: str, schema: dict[str, object]) -> Node:
+    head = f'<{DSML}parameter name="{key}" string='
+    end = f"</{DSML}parameter>\n"
+    if is_text_parameter(schema):
+        return text_value(head + '"true">', schema, end)
+    return Seq((Const(head + '"false">'), Json(json.dumps(schema)), Const(end)))

@@ -5,9 +5,9 @@ enforced by constrained decoding in the syntax the model was taught, and ``"auto
 call to the tools' schemas once the model opens one (a lazy grammar with a trigger). The
 families whose call is one ``{"name", "arguments"}`` JSON object between fixed markers
 (Hermes, Mistral...) are described by :mod:`.constrain`'s ``CallSyntax``; the others
-(harmony, DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) build a :class:`CallGrammar`
-from the nodes below, each in its own parser module (``call_grammar``), so a family's markup
-lives in one place. The nodes mirror GenAI 2026.4's structural tags
+(harmony, DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML, Seed-OSS,
+MiniMax-M2) build a :class:`CallGrammar` from the nodes below, each in its own parser
+module (``call_grammar``), so a family's markup lives in one place. The nodes mirror GenAI 2026.4's structural tags
 (``StructuredOutputConfig.Tag``, ``Concat``, ``Union``, ``Regex``, ``ConstString``,
 ``AnyText``, ``JSONSchema``, ``TagsWithSeparator``, ``TriggeredTags``); the worker converts
 them (``engine.worker.prepare.structured_config``), so this module stays pure and the tree

@@ -1,15 +1,43 @@
 """MiniMax-M2: ``<minimax:tool_call><invoke name="NAME"><parameter name="P">V</parameter>
 </invoke></minimax:tool_call>``, several ``<invoke>`` per block; values typed by schema.
 
+Wire form (as the template writes a call history; the reply's ``<think>`` block comes
+first, opened by the generation prompt ``]~b]ai\n<think>\n``)::
+
+    <minimax:tool_call>
+    <invoke name="get_weather">
+    <parameter name="city">Paris</parameter>
+    </invoke>
+    </minimax:tool_call>
+
 Not thread-safe: one per request.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Sequence
 
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem, Unparsed, split_blocks
 from engine.parsing.tool_parsers.formats import ToolFormat
+from engine.parsing.tool_parsers.grammar import (
+    THINK,
+    THINK_OPENED,
+    CallGrammar,
+    Const,
+    Function,
+    Json,
+    Node,
+    Repeat,
+    Seq,
+    Tag,
+    Unconstrained,
+    element_sequence,
+    is_text_parameter,
+    object_parameters,
+    text_value,
+)
 from engine.parsing.tool_parsers.xml_params import XMLSpelling, open_call, read_call
 
 SPELLING = XMLSpelling(
@@ -59,3 +87,44 @@ class MiniMaxM2ToolParser(InvokeToolParser):
     format = ToolFormat.MINIMAX_M2
     begins = (BEGIN,)
     ends = (END,)
+
+
+# How one parameter is written: (name, its schema) -> the element.
+ParameterWriter = Callable[[str, dict[str, object]], Node]
+
+
+def invoke_grammar(
+    functions: Sequence[Function],
+    single: bool,
+    block: tuple[str, str],
+    invoke: tuple[str, str],
+    parameter: ParameterWriter,
+) -> CallGrammar | Unconstrained:
+    """One block (``block``: its opening and closing tag) of ``<invoke name="NAME">``
+    calls (``invoke``: the tag up to the name, and its closing tag), each tag on its own
+    line, one parameter element per parameter (declared order, optional ones may be left
+    out) written by ``parameter``. The ``<think>`` block may come first (the rest of it,
+    where the generation prompt opened it). The block's tag opens nothing but calls in
+    these templates: lazy too. Shared by MiniMax-M2 and DeepSeek V3.2's DSML."""
+    calls: list[Tag] = []
+    for f in functions:
+        parameters = object_parameters(f.parameters)
+        if parameters is None:
+            return Unconstrained.SCHEMA_NOTATION
+        elements = [(parameter(key, schema), required) for key, schema, required in parameters]
+        calls.append(Tag(f'{invoke[0]}"{f.name}">\n', element_sequence(elements), f"{invoke[1]}\n"))
+    section = Tag(f"{block[0]}\n", Repeat(tuple(calls), "", single), block[1])
+    return CallGrammar((section,), THINK, trigger=block[0], repeat=False, opened=THINK_OPENED)
+
+
+def _parameter(key: str, schema: dict[str, object]) -> Node:
+    """``<parameter name="P">V</parameter>``: text for a string, else JSON (``tojson``)."""
+    head = f'<parameter name="{key}">'
+    if is_text_parameter(schema):
+        return text_value(head, schema, "</parameter>\n")
+    return Seq((Const(head), Json(json.dumps(schema)), Const("</parameter>\n")))
+
+
+def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | Unconstrained:
+    """MiniMax-M2's block of ``<invoke>`` calls (:func:`invoke_grammar`)."""
+    return invoke_grammar(functions, single, (BEGIN, END), (INVOKE, INVOKE_END), _parameter)

@@ -27,7 +27,7 @@ from engine.parsing import (
     template_supports_reasoning,
     tool_format_for_template,
 )
-from engine.parsing.tool_parsers import mistral
+from engine.parsing.tool_parsers import json_lists, mistral
 from engine.parsing.tool_parsers.constrain import CALL_GRAMMARS, family_grammar
 from engine.parsing.tool_parsers.grammar import (
     GAP,
@@ -37,6 +37,7 @@ from engine.parsing.tool_parsers.grammar import (
     Seq,
     Tag,
     Unconstrained,
+    functions_of,
 )
 from engine.server.errors import APIError
 from engine.server.grammar_limits import GrammarTooLarge, check_grammar
@@ -114,12 +115,16 @@ def _lazy_calls(
 
     Free text until the family's trigger (``<tool_call>``), then the call's JSON is held to
     the tools' schemas (a lazy grammar, see :class:`OutputConstraint`), so an agent gets a
-    structured call instead of a slipped one. Only the families whose call is one JSON
-    object after a marker (:data:`LAZY_FORMATS`); a grammar over the server's limits is
-    left out (logged), never refused: the client asked for no constraint.
+    structured call instead of a slipped one: the families with their own call grammar
+    (:data:`CALL_GRAMMARS`), the JSON-list families (Nemotron, Granite: the whole list is
+    held) and those whose call is one JSON object after a marker (:data:`LAZY_FORMATS`); a
+    grammar over the server's limits is left out (logged), never refused: the client asked
+    for no constraint.
     """
     if fmt in CALL_GRAMMARS or args_form:
         return _family_lazy(fmt, tools, max_calls == 1, args_form)
+    if fmt in json_lists.LIST_TAGS:
+        return _list_lazy(fmt, tools, max_calls == 1)
     syntax = call_syntax(fmt) if fmt in LAZY_FORMATS else None
     if syntax is None:
         return None
@@ -136,11 +141,12 @@ def _lazy_calls(
 
 
 # Calls written as one JSON object after a marker that starts nothing else: the lazy
-# grammar's trigger. Lists (Mistral, Nemotron, Granite) and Llama 3's bare JSON are not,
+# grammar's trigger. Lists are not (Nemotron's and Granite's have their own lazy grammar,
+# json_lists.lazy_grammar; Mistral's is in its family grammar), nor Llama 3's bare JSON,
 # nor AUTO (a template showing no syntax): Qwen3-Coder writes XML inside the same
 # <tool_call>, which a JSON grammar would corrupt. The families with their own call
-# grammar (CALL_GRAMMARS: harmony, DeepSeek, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML) are
-# lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
+# grammar (CALL_GRAMMARS: harmony, DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4,
+# Qwen3-Coder XML, Seed-OSS, MiniMax-M2) are lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
 # family, corrupted calls and is not used (qwen3_xml.call_grammar writes the elements).
 LAZY_FORMATS = frozenset({ToolFormat.HERMES})
 
@@ -205,6 +211,26 @@ def _family_lazy(
     if lazy is None:
         logger.info("tool calls unconstrained: %s has no lazy grammar (%s)", fmt, grammar)
         return None
+    schemas = json.dumps(_parameters(tools, None))
+    return OutputConstraint(
+        schemas, param="tools", trigger=lazy.triggers[0], single=single, structure=lazy
+    )
+
+
+def _list_lazy(
+    fmt: ToolFormat, tools: list[dict[str, Any]], single: bool
+) -> OutputConstraint | None:
+    """``tool_choice: "auto"`` for a JSON-list family (Nemotron Nano v2, Granite 3.x): free
+    text until its marker, then the list held to the tools' schemas."""
+    try:
+        check_grammar(_parameters(tools, None))
+    except GrammarTooLarge as exc:
+        logger.info("tool calls unconstrained: %s", exc)
+        return None
+    functions = functions_of(tools)
+    if not functions:
+        return None
+    lazy = json_lists.lazy_grammar(fmt, functions, single)
     schemas = json.dumps(_parameters(tools, None))
     return OutputConstraint(
         schemas, param="tools", trigger=lazy.triggers[0], single=single, structure=lazy
