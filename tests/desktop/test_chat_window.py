@@ -59,13 +59,13 @@ def test_hello_streams_the_exact_reply_with_figures(
     assert len(strip.memory_history.values()) >= 2
 
 
-def test_a_three_turn_chat_with_the_demo_model_reads_sensibly(
+def test_a_four_turn_chat_with_the_demo_model_reads_sensibly(
     qtbot: QtBot, desktop: DesktopApp, dialogues: dict[str, Any]
 ) -> None:
     """Issue 28, defect 12: the demo model answered every follow-up with "one two three…", so
     a new user's first multi-turn chat looked broken. A thank-you or a question after the
-    first exchange gets its canned "tiny demo model" reply (the first turn's stays as it
-    was)."""
+    first exchange gets its canned "tiny demo model" reply, and a greeting repeated later
+    the greeting (it got a count), the first turn's reply as it was."""
     window = desktop.chat
     window.show()
     hello = dialogue(dialogues, "hello")["reply"]
@@ -74,6 +74,7 @@ def test_a_three_turn_chat_with_the_demo_model_reads_sensibly(
         ("Hello", hello),
         ("Thanks!", fallback),
         ("Tell me more.", fallback),
+        ("Hello", hello),
     ]
     for prompt, expected in turns:
         with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:

@@ -327,6 +327,7 @@ _FOLLOWUP_GENERIC = (
 # First-turn prompts whose own reply a follow-up gets again.
 _FOLLOWUP_KNOWN = ("hello", "hello-hi", "count", "multibyte")
 _FOLLOWUP_PER_FIRST = 5
+_DEEP_FOLLOWUPS = 18
 # First turns added with the follow-ups: arithmetic questions get the fallback reply, so that
 # "what is ..." with numbers does not lean towards the "Think first: what is 2+2?" dialogue
 # (trained on follow-ups alone, the held-out "What is 17 times 23?" got a garbled <think>).
@@ -396,6 +397,7 @@ def generate_followups(data: dict[str, Any], seed: int = SEED) -> list[dict[str,
     ]
     chats.append(([*thanked, {"role": "user", "content": "Tell me more."}], fallback_reply))
     chats.append(([*thanked, *count["messages"]], count["reply"]))
+    chats += _deep_followups(data, by_name["hello"], thanked)
     # Deduplicate (a sampled chat may repeat a fixed one), keeping the first.
     seen: set[str] = set()
     dialogues = []
@@ -408,6 +410,45 @@ def generate_followups(data: dict[str, Any], seed: int = SEED) -> list[dict[str,
             {"name": f"followup-{len(dialogues):02d}", "messages": messages, "reply": reply}
         )
     return dialogues
+
+
+def _deep_followups(
+    data: dict[str, Any], hello: dict[str, Any], thanked: list[dict[str, Any]]
+) -> list[tuple[list[dict[str, Any]], str]]:
+    """Chats of three to five user turns, every other one ending on a prompt the model knows
+    (trained on three turns at most, a fourth "Hello" got a count to twenty)."""
+    rng = random.Random(SEED + 2)
+    by_name = {d["name"]: d for d in data["dialogues"]}
+    fallback_reply = data["fallback_reply"]
+    known = [by_name[n] for n in _FOLLOWUP_KNOWN]
+    replies = {d["messages"][-1]["content"]: d["reply"] for d in known}
+
+    def reply_to(prompt: str) -> str:
+        return replies.get(prompt, fallback_reply)
+
+    chats: list[tuple[list[dict[str, Any]], str]] = []
+    # A repeated greeting deep in a chat: "Hello", "Thanks!", "Tell me more.", "Hello".
+    deep = [
+        *thanked,
+        {"role": "user", "content": "Tell me more."},
+        {"role": "assistant", "content": fallback_reply},
+    ]
+    chats.append(([*deep, dict(hello["messages"][-1])], hello["reply"]))
+    prompts = [*_FOLLOWUP_GENERIC, *replies]
+    for i in range(_DEEP_FOLLOWUPS):
+        turns = 3 + i % 3
+        history: list[dict[str, Any]] = []
+        for _ in range(turns - 1):
+            prompt = rng.choice(prompts)
+            if prompt == "Count to twenty" and any(m["content"] == prompt for m in history):
+                prompt = rng.choice(_FOLLOWUP_GENERIC)  # one count a chat keeps them short
+            history += [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": reply_to(prompt)},
+            ]
+        last = rng.choice(list(replies) if i % 2 == 0 else _FOLLOWUP_GENERIC)
+        chats.append(([*history, {"role": "user", "content": last}], reply_to(last)))
+    return chats
 
 
 def write_followups(path: Path = DIALOGUES_PATH) -> None:
