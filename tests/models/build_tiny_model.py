@@ -74,6 +74,14 @@ message would be on a first turn: the fallback reply unless it is a prompt the m
 plus three arithmetic first turns with the fallback reply); a normal build only reads the
 JSON. Those are left out of the tokenizer's corpus, so they changed no token id or count.
 
+After a retrain, run the tests that lean on how the weights behave on prompts never trained
+for, besides those that check trained replies: ``tests/server/test_max_tokens_e2e.py`` (the
+model must not end a reply to its "word word ..." filler within 12 tokens),
+``tests/server/test_openai_tools_e2e.py`` (constrained calls and JSON on fallback prompts must
+close within ``max_tokens``), ``tests/server/test_model_settings_e2e.py`` and
+``tests/server/test_speculation_e2e.py``. The follow-up retrain's first weights failed all
+four; its final ones only the model-settings test, which now samples past the end token.
+
 Determinism: Python, NumPy and torch are seeded, torch runs deterministic algorithms on one
 thread, so a rerun on the same machine gives the same weights. Another CPU may round
 differently in the last bits; the stopping rule (exact replies with a logit margin) still holds.
