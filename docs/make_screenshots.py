@@ -6,8 +6,8 @@
 Starts Xvfb, openbox (window frames) and trayer (a system tray), then the app itself with its
 engine on the demo model, in a fresh Sidelight home with one installed model (the tests' tiny
 coder). It right-clicks the tray icon with xdotool and grabs the open menu, grabs a new chat
-(the model, what it can do, starter prompts), sends two messages in the chat window and grabs
-it while the second reply streams, sends a message with an
+(the model, what it can do, starter prompts), sends three messages in the chat window and grabs
+it while the third reply streams, sends a message with an
 attachment and starts editing it (the pointer over a reply shows its action pills), reopens a
 saved chat with a code block (the demo model writes no code), asks the demo model its thinking
 question and opens the thinking with a click, then opens the model manager (catalog and
@@ -227,7 +227,8 @@ class Tour:
         window.hide()
 
     def chat_mid_reply(self) -> Iterator[Step]:
-        """A finished reply, then a grab while the next one streams."""
+        """Two finished replies (a greeting, then the demo model's answer to a thank-you),
+        then a grab while the third one streams."""
         from PySide6.QtWidgets import QApplication
 
         window = self.desktop.chat
@@ -236,6 +237,8 @@ class Tour:
         window.show_and_raise()
         window.send("Hello")
         yield (lambda: not window.busy and window.last_stats is not None, 30)
+        window.send("Thanks!")
+        yield (lambda: not window.busy and len(window.conversation.messages) == 4, 30)
         yield (after(1.2), 3)  # a memory sample and a sparkline point
         captured: list[bool] = []
 
@@ -260,7 +263,7 @@ class Tour:
         """Two exchanges, then *Edit* on the first message and a file attached to it.
 
         The messages are ones the demo model was trained on (tests/models/dialogues.json):
-        for anything else it answers with broken bytes.
+        anything else gets its "I am only a tiny demo model" reply.
         """
         window = self.desktop.chat
         window.new_chat()

@@ -59,6 +59,33 @@ def test_hello_streams_the_exact_reply_with_figures(
     assert len(strip.memory_history.values()) >= 2
 
 
+def test_a_four_turn_chat_with_the_demo_model_reads_sensibly(
+    qtbot: QtBot, desktop: DesktopApp, dialogues: dict[str, Any]
+) -> None:
+    """Issue 28, defect 12: the demo model answered every follow-up with "one two three…", so
+    a new user's first multi-turn chat looked broken. A thank-you or a question after the
+    first exchange gets its canned "tiny demo model" reply, and a greeting repeated later
+    the greeting (it got a count), the first turn's reply as it was."""
+    window = desktop.chat
+    window.show()
+    hello = dialogue(dialogues, "hello")["reply"]
+    fallback = dialogues["fallback_reply"]
+    turns = [
+        ("Hello", hello),
+        ("Thanks!", fallback),
+        ("Tell me more.", fallback),
+        ("Hello", hello),
+    ]
+    for prompt, expected in turns:
+        with qtbot.waitSignal(window.reply_finished, timeout=30000) as finished:
+            type_and_send(qtbot, window, prompt)
+        assert finished.args[0].finish_reason == "stop"
+        assert window.last_reply == expected, prompt
+    sent = window.conversation.engine_messages()
+    assert [m["content"] for m in sent] == [text for turn in turns for text in turn]
+    assert window.transcript.toPlainText().count(fallback) == 2
+
+
 def test_stop_mid_reply_cancels_in_the_engine(
     qtbot: QtBot, make_desktop: Callable[..., DesktopApp]
 ) -> None:

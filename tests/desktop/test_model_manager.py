@@ -214,6 +214,42 @@ def test_download_progress_cancel_resume_and_use_from_the_tray(
     assert action.text() == f"{ENTRY.name} ({ENTRY.id})"
 
 
+def test_quitting_mid_download_asks_first_and_no_keeps_it_going(
+    qtbot: QtBot, manager: tuple[DesktopApp, ModelManager]
+) -> None:
+    """Issue 28, defect 12: quitting mid-download gave no warning (and logged ``Signal source
+    has been deleted``). Quit now asks; *No* leaves the download running."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    desktop, dialog = manager
+    assert desktop.running_work() is None
+    dialog.select_entry(ENTRY.id)
+    asked: list[str] = []
+
+    def answer_no() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(10, answer_no)
+            return
+        asked.append(box.text())
+        box.button(QMessageBox.StandardButton.No).click()
+
+    with qtbot.waitSignal(dialog.job_finished, timeout=60000) as finished:
+        dialog.download_button.click()
+        qtbot.waitUntil(
+            lambda: dialog.last_progress is not None and dialog.last_progress.done > 0,
+            timeout=30000,
+        )
+        QTimer.singleShot(0, answer_no)
+        desktop.quit()
+        assert asked and asked[0].startswith("A model download or conversion is still running")
+        assert dialog.busy and dialog.cancel_button.isEnabled()  # not quit, not cancelled
+        dialog.cancel_button.click()
+    assert finished.args == ["download", "cancelled"]
+    assert desktop.running_work() is None
+
+
 def test_sizes_read_as_people_say_them(
     qtbot: QtBot, manager: tuple[DesktopApp, ModelManager]
 ) -> None:

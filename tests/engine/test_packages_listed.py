@@ -29,3 +29,17 @@ def test_every_package_directory_is_listed() -> None:
     }
     missing = found - _listed()
     assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+
+
+def test_the_licence_is_an_spdx_string_for_a_setuptools_that_takes_it() -> None:
+    """Issue 28, defect 12: the first ``dev.py run`` printed pages of setuptools deprecation
+    warnings, repeated on every install: setuptools >= 77 warns about a ``license`` table
+    (``{ text = ... }``) and ``License ::`` classifiers, once per build step. An SPDX string
+    under ``setuptools>=77`` (the first that reads one) says it once and for all."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = data["project"]
+    assert project["license"] == "Apache-2.0"
+    assert not any(c.startswith("License ::") for c in project.get("classifiers", []))
+    assert "setuptools>=77" in data["build-system"]["requires"]

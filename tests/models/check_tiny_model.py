@@ -26,7 +26,8 @@ Raw completions go through the same pipelines without a chat template, and so do
 (``fill_in_middle``), as the prefix-suffix-middle prompt Sidelight's worker builds for a
 ``suffix``. Every tokenizer must hold Qwen2.5-Coder's three FIM tokens exactly when the model
 was trained on code holes (that is how the worker decides ``suffix`` is served), and none
-otherwise. Held-out prompts (never trained) are reported, not checked. The exit status is 1 if
+otherwise. Held-out prompts (never trained), alone and as follow-ups after the "hello" and
+"count" exchanges, are reported, not checked. The exit status is 1 if
 any reply differs.
 """
 
@@ -133,7 +134,23 @@ def check_ir(path: Path, data: dict[str, Any], rendered: dict[str, str] | None) 
             [{"role": "user", "content": prompt}], add_generation_prompt=True
         )
         heldout.append({"prompt": prompt, "reply": pipe.generate(chat, config)})
-    return {"dialogues": results, "heldout": heldout, "fim_tokens": _fim_tokens(tokenizer)}
+    followups = []
+    firsts = [d for d in data.get("dialogues", []) if d["name"] in ("hello", "count")]
+    for first in firsts:
+        history = [*first["messages"], {"role": "assistant", "content": first["reply"]}]
+        for prompt in data.get("heldout_followups", []) + data.get("heldout_prompts", []):
+            chat = tokenizer.apply_chat_template(
+                [*history, {"role": "user", "content": prompt}], add_generation_prompt=True
+            )
+            followups.append(
+                {"after": first["name"], "prompt": prompt, "reply": pipe.generate(chat, config)}
+            )
+    return {
+        "dialogues": results,
+        "heldout": heldout,
+        "heldout_followups": followups,
+        "fim_tokens": _fim_tokens(tokenizer),
+    }
 
 
 def check_continuous_batching(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +248,13 @@ def _print_summary(report: dict[str, Any]) -> int:
     for h in heldout:
         if h["reply"] != fallback:
             print(f"    {h['prompt']!r} -> {h['reply']!r}")
+    followups = report["ir"].get("heldout_followups", [])
+    if followups:
+        hits = sum(h["reply"] == fallback for h in followups)
+        print(f"held-out follow-ups answered with the fallback reply: {hits}/{len(followups)}")
+    for h in followups:
+        if h["reply"] != fallback:
+            print(f"    after {h['after']}: {h['prompt']!r} -> {h['reply']!r}")
     print(f"{checks - failures} passed, {failures} failed")
     return failures
 

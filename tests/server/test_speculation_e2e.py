@@ -39,7 +39,9 @@ def _chat(server: ServerProcess, messages: list[dict[str, str]], **extra: Any) -
 def test_timings_and_health_show_accepted_guesses(server: ServerProcess) -> None:
     first = _chat(server, HELLO, max_tokens=40)
     reply = first["choices"][0]["message"]["content"]
-    answer = _chat(server, [{"role": "user", "content": reply}], max_tokens=40)  # quoted back
+    # The greeting again: the model repeats its reply, which the prompt now holds.
+    again = [*HELLO, {"role": "assistant", "content": reply}, *HELLO]
+    answer = _chat(server, again, max_tokens=40)
     timings = answer["timings"]
     assert timings["speculation"] == "prompt_lookup"
     assert timings["draft_n_accepted"] > 0
