@@ -111,7 +111,7 @@ _BASIC_RULES = {
     "json_array": f'"[" (json_value ({_COMMA} json_value)*)? "]"',
     "json_string": '"\\"" json_char* "\\""',
     "json_char": (
-        '[\\x20-\\x21\\x23-\\x5b\\x5d-\\U0000d7ff\\U0000e000-\\U0010ffff]'
+        "[\\x20-\\x21\\x23-\\x5b\\x5d-\\U0000d7ff\\U0000e000-\\U0010ffff]"
         ' | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})'
     ),
     "json_number": '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?',
