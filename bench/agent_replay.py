@@ -172,14 +172,22 @@ def run_turn(url: str, agent: Agent, body: dict[str, Any]) -> Turn:
                 first = time.perf_counter()
             _usage(agent, event, usage)
     end = time.perf_counter()
+    output_tokens = usage.get("output_tokens", 0)
     if first is None:
-        raise RuntimeError(f"{url}: the stream carried no output")
+        if not output_tokens:
+            raise RuntimeError(f"{url}: the stream carried no output and no output tokens")
+        # Tokens were generated but none reached the client as text (a random model's
+        # special tokens, or text the tool-call parser held back): TTFT is the whole turn.
+        logger.warning(
+            "%s: %d output tokens but no delta event; TTFT = turn time", url, output_tokens
+        )
+        first = end
     if agent == "claude":
         cached = usage.get("cache_read_input_tokens", 0)
         prompt = usage.get("input_tokens", 0) + cached
     else:
         cached, prompt = usage.get("cached", 0), usage.get("input_tokens", 0)
-    return Turn(first - start, end - start, prompt, cached, usage.get("output_tokens", 0), load1)
+    return Turn(first - start, end - start, prompt, cached, output_tokens, load1)
 
 
 def run_session(
@@ -190,7 +198,8 @@ def run_session(
         model = served_model(url)
         warm = {"model": model, "max_tokens": 4, "stream": True,
                 "messages": [{"role": "user", "content": "warm up"}]}  # fmt: skip
-        run_turn(url, "claude", warm)
+        with contextlib.suppress(RuntimeError):  # an empty warm-up reply is fine
+            run_turn(url, "claude", warm)
         turns = []
         for i, body in enumerate(bodies, start=1):
             turn = run_turn(url, agent, {**body, "model": model})
