@@ -107,7 +107,7 @@ def server(name: str, args: argparse.Namespace) -> Iterator[str]:
         cmd = [
             str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
             "-t", str(args.threads), "-tb", str(args.threads), "-np", "1",
-            "-c", str(args.ctx), "--jinja",
+            "-c", str(args.ctx), "--jinja", *args.llama_arg,
         ]  # fmt: skip
     with healthy_server(cmd, port, 600, name, env=env):
         yield f"http://127.0.0.1:{port}"
@@ -291,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ir", type=Path, help="IR folder (default: the bench model's)")
     parser.add_argument("--gguf", type=Path, help="GGUF file (default: the bench model's Q4_0)")
     parser.add_argument("--llama-server", type=Path, help="llama-server binary")
+    parser.add_argument(
+        "--llama-arg",
+        action="append",
+        default=[],
+        help="extra llama-server argument (repeat), e.g. --llama-arg=--no-repack",
+    )
     parser.add_argument("--home", type=Path, default=Path("/tmp/sidelight-agent-replay"))
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
