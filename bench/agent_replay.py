@@ -29,7 +29,10 @@ Run from the repository root with the runtime venv, after ``bench.build_llama_cp
 ``bench.build_bench_model``::
 
     .venv/bin/python -m bench.agent_replay --cache DIR [--agents claude codex]
-        [--turns 5] [--rounds 2] [--max-tokens 64] [--ctx 32768]
+        [--turns 5] [--rounds 2] [--max-tokens 64] [--ctx 32768] [--llama-arg=--no-repack]
+
+``--llama-arg`` passes extra flags to llama-server: on a CPU with AMX this llama.cpp build
+crashes in its AMX kernels unless ``--no-repack`` turns its repacked weights off.
 """
 
 from __future__ import annotations
