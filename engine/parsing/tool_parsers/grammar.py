@@ -176,6 +176,9 @@ EMPTY = Pattern("(?:)")
 THINK = Tag("<think>", Text(), "</think>")
 THINK_OPENED = Tag("", Text(), "</think>")
 
+# How an XML family writes one parameter: (name, its schema) -> the element.
+ParameterWriter = Callable[[str, dict[str, object]], Node]
+
 GrammarBuilder = Callable[[Sequence[Function], bool], "CallGrammar | Unconstrained"]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from engine.parsing.tool_parsers.base import MarkupToolParser, RegionItem, Unparsed, split_blocks
 from engine.parsing.tool_parsers.formats import ToolFormat
@@ -29,6 +29,7 @@ from engine.parsing.tool_parsers.grammar import (
     Function,
     Json,
     Node,
+    ParameterWriter,
     Repeat,
     Seq,
     Tag,
@@ -87,10 +88,6 @@ class MiniMaxM2ToolParser(InvokeToolParser):
     format = ToolFormat.MINIMAX_M2
     begins = (BEGIN,)
     ends = (END,)
-
-
-# How one parameter is written: (name, its schema) -> the element.
-ParameterWriter = Callable[[str, dict[str, object]], Node]
 
 
 def invoke_grammar(

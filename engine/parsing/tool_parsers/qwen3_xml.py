@@ -37,6 +37,7 @@ from engine.parsing.tool_parsers.grammar import (
     Json,
     Node,
     OneOf,
+    ParameterWriter,
     Seq,
     Tag,
     Unconstrained,
@@ -91,23 +92,28 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
     JSON. A ``<think>`` block (Qwen3.5) may come first. ``<tool_call>`` opens nothing but a
     call in these templates: lazy too."""
     del single  # each call is its own block: the repeat decides
+    options = function_options(functions, _parameter)
+    if isinstance(options, Unconstrained):
+        return options
+    call = Tag("<tool_call>\n", OneOf(options), "</tool_call>")
+    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n", opened=THINK_OPENED)
+
+
+def function_options(
+    functions: Sequence[Function], parameter: ParameterWriter
+) -> tuple[Node, ...] | Unconstrained:
+    """One ``<function=NAME>`` element per function, its parameters written by
+    ``parameter`` (declared order, optional ones may be left out); shared by Qwen3-Coder /
+    Qwen3.5 and Seed-OSS, which differ in the block around it and the parameter spelling."""
     options: list[Node] = []
     for f in functions:
         parameters = object_parameters(f.parameters)
         if parameters is None:
             return Unconstrained.SCHEMA_NOTATION
-        elements = [(_parameter(key, schema), required) for key, schema, required in parameters]
-        options.append(
-            Seq(
-                (
-                    Const(f"{FUNCTION}{f.name}>\n"),
-                    element_sequence(elements),
-                    Const(f"{FUNCTION_END}\n"),
-                )
-            )
-        )
-    call = Tag("<tool_call>\n", OneOf(tuple(options)), "</tool_call>")
-    return CallGrammar((call,), THINK, trigger="<tool_call>", separator="\n", opened=THINK_OPENED)
+        elements = [(parameter(key, schema), required) for key, schema, required in parameters]
+        body = (Const(f"{FUNCTION}{f.name}>\n"), element_sequence(elements))
+        options.append(Seq((*body, Const(f"{FUNCTION_END}\n"))))
+    return tuple(options)
 
 
 def _parameter(key: str, schema: dict[str, object]) -> Node:

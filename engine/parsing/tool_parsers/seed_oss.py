@@ -23,12 +23,16 @@ from engine.parsing.tool_parsers.grammar import (
     Tag,
     Text,
     Unconstrained,
-    element_sequence,
     is_text_parameter,
-    object_parameters,
     text_value,
 )
-from engine.parsing.tool_parsers.qwen3_xml import FUNCTION, FUNCTION_END, SPELLING, function_items
+from engine.parsing.tool_parsers.qwen3_xml import (
+    FUNCTION,
+    FUNCTION_END,
+    SPELLING,
+    function_items,
+    function_options,
+)
 from engine.parsing.tool_parsers.xml_params import open_call
 
 BEGIN, END = "<seed:tool_call>", "</seed:tool_call>"
@@ -57,22 +61,10 @@ def call_grammar(functions: Sequence[Function], single: bool) -> CallGrammar | U
     ``<seed:think>`` block may come first. ``<seed:tool_call>`` opens nothing but a call in
     Seed's template: lazy too."""
     del single  # each call is its own block: the repeat decides
-    options: list[Node] = []
-    for f in functions:
-        parameters = object_parameters(f.parameters)
-        if parameters is None:
-            return Unconstrained.SCHEMA_NOTATION
-        elements = [(_parameter(key, schema), required) for key, schema, required in parameters]
-        options.append(
-            Seq(
-                (
-                    Const(f"{FUNCTION}{f.name}>\n"),
-                    element_sequence(elements),
-                    Const(f"{FUNCTION_END}\n"),
-                )
-            )
-        )
-    call = Tag(f"{BEGIN}\n", OneOf(tuple(options)), END)
+    options = function_options(functions, _parameter)
+    if isinstance(options, Unconstrained):
+        return options
+    call = Tag(f"{BEGIN}\n", OneOf(options), END)
     return CallGrammar((call,), SEED_THINK, trigger=BEGIN, separator="\n")
 
 
