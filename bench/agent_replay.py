@@ -42,7 +42,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -57,6 +56,7 @@ from bench.common import (
     CacheLayout,
     add_common_args,
     cpu_summary,
+    free_port,
     healthy_server,
     median,
     setup_logging,
@@ -82,18 +82,11 @@ class Turn:
 # --- the servers ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def server(name: str, args: argparse.Namespace) -> Iterator[str]:
     """Start one server; yield its base URL once ``/health`` is ok; stop it afterwards."""
     layout = CacheLayout(args.cache)
-    port = _free_port()
+    port = free_port()
     env: dict[str, str] = {}
     if name == "sidelight":
         ir = args.ir or layout.ov_dir

@@ -312,3 +312,13 @@ def sse_chunks(response: Any) -> Iterator[dict[str, Any]]:
     for line in response.iter_lines():
         if line.startswith("data: ") and line != "data: [DONE]":
             yield json.loads(line[6:])
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now (for a server a benchmark starts)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import cpu_summary, median, setup_logging
+from bench.common import cpu_summary, free_port, median, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -188,15 +188,6 @@ class Timed:
         return (self.tokens - 1) / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def _server(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[int]:
     from bench.common import healthy_server
@@ -206,7 +197,7 @@ def _server(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[int]:
 
 
 def sidelight(ir: Path, lookup: bool, home: Path) -> tuple[list[str], int, dict[str, str]]:
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(ir), "--port", str(port)]
     env = {
         "SIDELIGHT_HOME": str(home),
@@ -219,7 +210,7 @@ def sidelight(ir: Path, lookup: bool, home: Path) -> tuple[list[str], int, dict[
 
 
 def llama_server(binary: Path, gguf: Path, lookup: bool) -> tuple[list[str], int, dict[str, str]]:
-    port = _free_port()
+    port = free_port()
     cmd = [
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
         "-t", "2", "-tb", "2", "-np", "1", "-c", "4096",
@@ -468,7 +459,7 @@ def _llama_table_server(
     """llama-server as a user runs it: its defaults (prompt cache on), ``threads`` threads, 10k
     context per slot (the agent turn's 8k prompt and its answer); the model's context
     length raised to the 16k the IR's config was given (``--ir``)."""
-    port = _free_port()
+    port = free_port()
     cmd = [
         str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
         "-t", str(threads), "-tb", str(threads), "-np", str(slots), "-c", str(10240 * slots),
@@ -482,7 +473,7 @@ def _sidelight_table_server(
     ir: Path, home: Path, lookup: bool | None
 ) -> tuple[list[str], int, dict[str, str]]:
     """``sidelight serve`` with its defaults but 2 threads (``lookup`` None: the default)."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", str(ir), "--port", str(port)]
     env = {
         "SIDELIGHT_HOME": str(home),
