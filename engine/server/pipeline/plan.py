@@ -146,8 +146,9 @@ def _lazy_calls(
 # nor AUTO (a template showing no syntax): Qwen3-Coder writes XML inside the same
 # <tool_call>, which a JSON grammar would corrupt. The families with their own call
 # grammar (CALL_GRAMMARS: harmony, DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4,
-# Qwen3-Coder XML, Seed-OSS, MiniMax-M2) are lazy on their own trigger; GenAI's QwenXMLParametersFormat, tried before for the XML
-# family, corrupted calls and is not used (qwen3_xml.call_grammar writes the elements).
+# Qwen3-Coder XML, Seed-OSS, MiniMax-M2) are lazy on their own trigger; GenAI's
+# QwenXMLParametersFormat, tried before for the XML family, corrupted calls and is not
+# used (qwen3_xml.call_grammar writes the elements).
 LAZY_FORMATS = frozenset({ToolFormat.HERMES})
 
 
