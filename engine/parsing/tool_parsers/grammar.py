@@ -8,8 +8,9 @@ families whose call is one ``{"name", "arguments"}`` JSON object between fixed m
 (harmony, DeepSeek, DeepSeek V3.2 DSML, Kimi K2, GLM, Gemma 4, Qwen3-Coder XML, Seed-OSS,
 MiniMax-M2) build a :class:`CallGrammar` from the nodes below, each in its own parser
 module (``call_grammar``), so a family's markup lives in one place. The nodes mirror
-GenAI 2026.4's structural tags (``StructuredOutputConfig.Tag``, ``Concat``, ``Union``, ``Regex``, ``ConstString``,
-``AnyText``, ``JSONSchema``, ``TagsWithSeparator``, ``TriggeredTags``); the worker converts
+GenAI 2026.4's structural tags (``StructuredOutputConfig.Tag``, ``Concat``, ``Union``,
+``Regex``, ``ConstString``, ``AnyText``, ``JSONSchema``, ``TagsWithSeparator``,
+``TriggeredTags``); the worker converts
 them (``engine.worker.prepare.structured_config``), so this module stays pure and the tree
 pickles to the worker. A family that cannot be held to a schema correctly says why with an
 :class:`Unconstrained` reason, and its request runs unconstrained (logged).
