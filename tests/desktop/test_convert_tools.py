@@ -26,6 +26,7 @@ from desktop import convert_setup
 from desktop.app import DesktopApp
 from desktop.views.convert_tools import CANCELLING, INSTALL_LABEL
 from desktop.views.model_manager import CHECKING_TOOLS
+from tests.desktop.modal import answer_next_box
 
 
 def test_the_missing_tools_are_said_and_installed_from_the_window(
@@ -169,8 +170,7 @@ def test_a_cancelled_installation_starts_no_step(tmp_path: Path) -> None:
 def test_quitting_while_it_installs_asks_first(qtbot: QtBot, desktop: DesktopApp) -> None:
     """Issue 28, defect 12: quitting mid-download (or mid-installation) gave no warning.
     Now Quit asks; No keeps the work running."""
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QMessageBox
 
     assert desktop.running_work() is None
     dialog = desktop.models_dialog()
@@ -187,17 +187,7 @@ def test_quitting_while_it_installs_asks_first(qtbot: QtBot, desktop: DesktopApp
     tools.installer = runs_until_cancelled
     tools.install_button.click()
     assert desktop.running_work() == "Installing the conversion tools"
-    asked: list[str] = []
-
-    def answer_no() -> None:
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(10, answer_no)
-            return
-        asked.append(box.text())
-        box.button(QMessageBox.StandardButton.No).click()
-
-    QTimer.singleShot(0, answer_no)
+    asked = answer_next_box(QMessageBox.StandardButton.No)
     desktop.quit()
     assert asked and asked[0].startswith("Installing the conversion tools is still running")
     assert tools.installing  # not quit, not cancelled

@@ -25,6 +25,7 @@ from engine.store.convert import ConvertRequest
 from engine.store.store import PARTIAL
 from engine.supervisor.states import READY
 from tests.conftest import TINY_GGUF, TINY_MODEL
+from tests.desktop.modal import answer_next_box
 from tests.engine.gguf_builder import CRAFTED, load
 from tests.store.conftest import read_only_folder, sidelight
 from tests.store.hub_server import HubConfig, HubServer
@@ -219,21 +220,11 @@ def test_quitting_mid_download_asks_first_and_no_keeps_it_going(
 ) -> None:
     """Issue 28, defect 12: quitting mid-download gave no warning (and logged ``Signal source
     has been deleted``). Quit now asks; *No* leaves the download running."""
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QMessageBox
 
     desktop, dialog = manager
     assert desktop.running_work() is None
     dialog.select_entry(ENTRY.id)
-    asked: list[str] = []
-
-    def answer_no() -> None:
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(10, answer_no)
-            return
-        asked.append(box.text())
-        box.button(QMessageBox.StandardButton.No).click()
 
     with qtbot.waitSignal(dialog.job_finished, timeout=60000) as finished:
         dialog.download_button.click()
@@ -241,7 +232,7 @@ def test_quitting_mid_download_asks_first_and_no_keeps_it_going(
             lambda: dialog.last_progress is not None and dialog.last_progress.done > 0,
             timeout=30000,
         )
-        QTimer.singleShot(0, answer_no)
+        asked = answer_next_box(QMessageBox.StandardButton.No)
         desktop.quit()
         assert asked and asked[0].startswith("A model download or conversion is still running")
         assert dialog.busy and dialog.cancel_button.isEnabled()  # not quit, not cancelled
