@@ -2,7 +2,8 @@
 
 Covers what ``engine.worker.json_grammar`` supports: types and type lists, enum, const,
 anyOf/oneOf/allOf, local ``$ref``, objects (properties in declared order, required,
-additionalProperties), arrays and string lengths.
+additionalProperties), arrays, string lengths and patterns (Python's ``re.search``, which
+reads the supported ECMA-262 subset alike), and numeric bounds.
 """
 
 from __future__ import annotations
@@ -57,11 +58,18 @@ _SCALARS = {
 
 
 def _conforms_type(schema: dict[str, Any], kind: str, value: Any, root: Any) -> bool:
+    if kind in ("number", "integer"):
+        return bool(_SCALARS[kind](value)) and _in_bounds(schema, value)
     if kind in _SCALARS:
         return bool(_SCALARS[kind](value))
     if kind == "string":
         low, high = schema.get("minLength", 0), schema.get("maxLength", 1 << 30)
-        return isinstance(value, str) and low <= len(value) <= high
+        pattern = schema.get("pattern")
+        return (
+            isinstance(value, str)
+            and low <= len(value) <= high
+            and (pattern is None or re.search(pattern, value) is not None)
+        )
     if kind == "array":
         low, high = schema.get("minItems", 0), schema.get("maxItems", 1 << 30)
         items = schema.get("items", True)
@@ -71,6 +79,17 @@ def _conforms_type(schema: dict[str, Any], kind: str, value: Any, root: Any) -> 
             and all(conforms(items, v, root) for v in value)
         )
     return isinstance(value, dict) and _conforms_object(schema, value, root)
+
+
+def _in_bounds(schema: dict[str, Any], value: float) -> bool:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    low_x, high_x = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    return (
+        (low is None or value >= low)
+        and (high is None or value <= high)
+        and (low_x is None or value > low_x)
+        and (high_x is None or value < high_x)
+    )
 
 
 def _conforms_object(schema: dict[str, Any], value: dict[str, Any], root: Any) -> bool:

@@ -455,7 +455,7 @@ def structured_config(constraint: OutputConstraint) -> StructuredGrammar:
     if not constraint.begin and not constraint.end:
         config = so(grammar=grammar) if grammar else so(json_schema=constraint.json_schema)
         return StructuredGrammar(config, key, len(text))
-    content = so.EBNF(grammar) if grammar else so.JSONSchema(constraint.json_schema)
+    content = so.EBNF(grammar) if grammar else _json_element(constraint.json_schema, whole=False)
     tag = so.Tag(constraint.begin, content, constraint.end)
     if constraint.lazy:
         # Free text until the trigger; then every call in the family's syntax.
@@ -498,8 +498,44 @@ def _leaf(node: g.Const | g.Json | g.Pattern | g.Ebnf | g.Text) -> Any:
         return so.AnyText()
     if isinstance(node, g.Ebnf):
         return so.EBNF(node.grammar)
-    grammar = _compact_grammar(node.schema)
-    return so.EBNF(grammar) if grammar else so.JSONSchema(node.schema)
+    return _json_element(node.schema)
+
+
+def _json_element(schema_text: str, whole: bool = True) -> Any:
+    """A JSON value valid against the schema, as a structural-tag element: compact JSON
+    (``json_grammar``) where the schema allows; else, for a union such as the tools of a
+    call (``{"anyOf": [tool, tool, ...]}``), each branch on its own, so one tool outside
+    the compact subset does not send every tool to XGrammar's JSON schema (whose compile
+    takes seconds per tool set on a 150k vocabulary, and an agent pays it whenever its tool
+    set changes); else GenAI's ``JSONSchema``. ``whole=False``: the caller already tried
+    the whole schema."""
+    import openvino_genai as ov_genai
+
+    so = ov_genai.StructuredOutputConfig
+    grammar = _compact_grammar(schema_text) if whole else None
+    if grammar:
+        return so.EBNF(grammar)
+    branches = _union_branches(schema_text)
+    if branches:
+        return so.Union([_json_element(json.dumps(branch)) for branch in branches])
+    return so.JSONSchema(schema_text)
+
+
+def _union_branches(schema_text: str) -> list[Any] | None:
+    """The branches of a schema that is only an ``anyOf``/``oneOf`` (annotations aside),
+    or None. Not when the root holds ``$defs``: a branch's ``$ref`` would lose its target.
+    (``oneOf`` as a plain union, as ``json_grammar`` reads it.)"""
+    try:
+        schema = json.loads(schema_text)
+    except ValueError:
+        return None
+    if not isinstance(schema, dict) or "$defs" in schema or "definitions" in schema:
+        return None
+    keys = [key for key in schema if key not in ("title", "description", "$schema")]
+    if len(keys) != 1 or keys[0] not in ("anyOf", "oneOf"):
+        return None
+    branches = schema[keys[0]]
+    return branches if isinstance(branches, list) and len(branches) >= 2 else None
 
 
 def _compact_grammar(schema_text: str) -> str | None:
