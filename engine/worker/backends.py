@@ -39,7 +39,7 @@ from typing import Any
 
 from engine.worker.encode import encoding_limit
 from engine.worker.errors import PIPE_ERRORS, short_error
-from engine.worker.grammar_probe import GrammarProbe, Verdict
+from engine.worker.grammar_probe import GrammarProbe, Verdict, compile_once
 from engine.worker.messages import (
     Event,
     Finished,
@@ -550,6 +550,22 @@ class BatchedBackend(Backend):
         state.handle.cancel()
         self._remember(state, ended=True)  # its computed blocks stay in the cache
         return _cancelled(state)
+
+    def warm_grammar(self) -> str | None:
+        """Start the pipeline's grammar compiler with a one-token request; why not, or None.
+
+        GenAI builds its XGrammar compiler (the tokenizer's whole vocabulary, sorted and
+        decoded) on the first constrained request: 1.7-2.8 s for a 151k vocabulary on two
+        cores, which an agent's first turn would wait for. The worker calls this once when
+        it has been idle a while after a load, never while a request is in the pipeline.
+        A failed step leaves the pipeline unusable: the caller reloads it then.
+        """
+        import openvino_genai as ov_genai
+
+        if self.has_work():
+            return "busy"
+        structured = ov_genai.StructuredOutputConfig(grammar='root ::= "a"')
+        return compile_once(self._pipe, structured)
 
     def has_work(self) -> bool:
         # Cancelled requests need one more step for the pipeline to free their blocks.

@@ -68,6 +68,9 @@ from engine.worker.vision import image_token_counter
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 0.5
+# A loaded chat model's grammar compiler is started after this long idle (see
+# BatchedBackend.warm_grammar): late enough that the request a load was for has come in.
+WARM_GRAMMAR_AFTER_SECONDS = 3.0
 
 
 def worker_main(
@@ -130,6 +133,9 @@ class Worker:
         self._probe = grammar_probe
         self._loaded: LoadModel | None = None
         self._stopping = False
+        self._idle_since: float | None = None  # when the loop last became idle
+        self._grammar_warm = False  # the loaded pipeline's grammar compiler has started
+        self._warm_failed = False  # once it failed, never again in this worker
 
     def run(self) -> None:
         self._send([WorkerStarted(os.getpid())])
@@ -139,6 +145,7 @@ class Worker:
                 self._probed()
                 self._chat_step()
                 self._encoder_step()
+                self._idle_chores()
         if self._backend is not None:
             self._backend.close()
 
@@ -149,6 +156,34 @@ class Worker:
         """How long an idle loop waits: until a command, or the probe's next deadline."""
         left = self._probe.seconds_left() if self._probe is not None else None
         return IDLE_POLL_SECONDS if left is None else min(IDLE_POLL_SECONDS, left)
+
+    def _idle_chores(self) -> None:
+        """Work done only when nothing waits: starting the grammar compiler once per load."""
+        if self._busy() or self._conn.poll(0):
+            self._idle_since = None
+            return
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        backend = self._backend
+        if (
+            self._grammar_warm
+            or now - self._idle_since < WARM_GRAMMAR_AFTER_SECONDS
+            or not isinstance(backend, BatchedBackend)
+            or self._loaded is None
+            or self._loaded.spec.task == "vision"  # a VLM pipeline takes text prompts
+        ):
+            return
+        self._grammar_warm = True
+        started = time.perf_counter()
+        error = backend.warm_grammar()
+        if error is None:
+            logger.info("grammar compiler started in %.1fs", time.perf_counter() - started)
+            return
+        logger.warning("starting the grammar compiler failed: %s", error)
+        if error != "busy":
+            self._warm_failed = True
+            self._reload(backend)  # a failed step leaves the pipeline unusable
 
     def _probed(self) -> None:
         """Hand the grammar probe's verdicts to the requests waiting for them."""
@@ -408,6 +443,7 @@ class Worker:
         logger.info("detokenizing with %s", "a byte table" if backend.byte_table else "GenAI")
         self._backend = backend
         self._loaded = command
+        self._grammar_warm = self._warm_failed
         seconds = time.perf_counter() - started
         logger.info("loaded %s on %s (%s) in %.1fs", spec.id, command.device, backend.name, seconds)
         self._send(
