@@ -11,6 +11,15 @@ charges a schema (its ``grammar_cost``), so a row reads "this many units took th
 A series stops after the first case slower than ``--cap`` seconds (the next would be
 slower still). Run: ``python -m bench.grammar_bench`` (``--quick`` for the small sizes only,
 ``--only limits`` for one series).
+
+The compile grows with the vocabulary too: ``--model DIR`` compiles over that model's
+tokenizer instead (e.g. the Qwen2.5-shaped bench model, 151,646 tokens), and the *captured
+agent tools* series compiles the tool sets the recorded agents send (``tool_choice:
+"auto"``'s lazy grammar, Hermes syntax) as the worker writes them and, beside each, as
+XGrammar's own JSON schema of the whole set (what the worker fell back to before bounds and
+patterns were written)::
+
+    python -m bench.grammar_bench --only captured --model CACHE/models/qwen2.5-0.5b-shape-random/ov-int4
 The latest figures live in docs/benchmarks.md ("Grammar compile").
 """
 
@@ -22,8 +31,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bench.agent_sessions import load_bodies
 from engine.parsing import CALL_SYNTAX, ToolFormat, call_schema, tool_format_for_template
 from engine.server.grammar_limits import GrammarSize, measure_grammar
 from engine.worker.grammar_probe import compile_once, probe_pipeline
@@ -40,6 +51,7 @@ class Case:
     schema: dict[str, Any]
     tools: bool = False  # a tool_choice "required" grammar over schema["anyOf"]-style tools
     raw_json_schema: bool = False  # XGrammar's own converter (free whitespace)
+    lazy: bool = False  # tool_choice "auto": free text until the call's trigger
 
 
 def _object(count: int, required: bool, kind: str = "string") -> dict[str, Any]:
@@ -109,18 +121,50 @@ def cases(quick: bool) -> Iterator[Case]:
     yield Case("at the limits", "32 tools x 16", {"tools": _tools(32, 16)}, tools=True)
     yield Case("at the limits", "4 tools x 128", {"tools": _tools(4, 128)}, tools=True)
     yield Case("at the limits", "2,048 enum values", {"enum": [f"v{i}" for i in range(2048)]})
+    for name, tools in _captured_tool_sets():
+        for raw in (False, True):
+            size = f"{name} ({len(tools)} tools){', XGrammar json_schema' if raw else ''}"
+            yield Case("captured agent tools", size, {"tools": tools}, True, raw, lazy=True)
 
 
-def _constraint(case: Case, fmt: str) -> OutputConstraint:
+# The recorded requests whose tool sets the series compiles (capture file, request name).
+CAPTURED = (
+    ("claude_code.json", "default"),
+    ("claude_code_tool_search.json", "loaded"),
+    ("codex.json", "default"),
+)
+
+
+def _captured_tool_sets() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Each capture's tools as OpenAI function tools (Anthropic's ``input_schema`` and the
+    Responses API's flat form alike; tools that are not functions are left out)."""
+    for file, request in CAPTURED:
+        for body in load_bodies(file, (request,)):
+            tools = []
+            for tool in body.get("tools") or []:
+                function = tool.get("function") or tool
+                schema = function.get("input_schema") or function.get("parameters")
+                if isinstance(schema, dict) and function.get("name"):
+                    tools.append(
+                        {
+                            "type": "function",
+                            "function": {"name": function["name"], "parameters": schema},
+                        }
+                    )
+            yield f"{file.removesuffix('.json')} {request}", tools
+
+
+def _constraint(case: Case, fmt: ToolFormat) -> OutputConstraint:
     """The constraint the planner would send for ``case`` (tools: ``tool_choice`` required)."""
     if case.tools:
         syntax = CALL_SYNTAX[fmt]
         schema = call_schema(fmt, case.schema["tools"])
-        return OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools")
+        trigger = syntax.begin.strip() if case.lazy else ""
+        return OutputConstraint(json.dumps(schema), syntax.begin, syntax.end, "tools", trigger)
     return OutputConstraint(json.dumps(case.schema))
 
 
-def measure(case: Case, pipe: Any, fmt: str) -> tuple[float, str | None, int, GrammarSize]:
+def measure(case: Case, pipe: Any, fmt: ToolFormat) -> tuple[float, str | None, int, GrammarSize]:
     """Seconds one compile took, its error (None: compiled), grammar bytes, server count."""
     import openvino_genai as ov_genai
 
@@ -140,14 +184,17 @@ def measure(case: Case, pipe: Any, fmt: str) -> tuple[float, str | None, int, Gr
     return time.perf_counter() - started, error, size, counted
 
 
-def run(quick: bool, cap: float, out: Callable[[str], None], only: str = "") -> None:
+def run(
+    quick: bool, cap: float, out: Callable[[str], None], only: str = "", model: Path | None = None
+) -> None:
     from engine.resources import demo_model_path
 
+    folder = model or demo_model_path()
     tokenizer_template = (demo_model_path() / "tokenizer_config.json").read_text("utf-8")
     fmt = tool_format_for_template(json.loads(tokenizer_template).get("chat_template"))
     if fmt not in CALL_SYNTAX:  # an XML or harmony family: no JSON call grammar to measure
         fmt = ToolFormat.HERMES
-    pipe = probe_pipeline(demo_model_path())
+    pipe = probe_pipeline(folder)
     compile_once(pipe, structured_config(OutputConstraint('{"type": "string"}')).config)  # warm
     out(
         "| series | size | grammar bytes | properties | most optional | alternatives "
@@ -160,7 +207,7 @@ def run(quick: bool, cap: float, out: Callable[[str], None], only: str = "") -> 
             continue
         seconds, error, size, n = measure(case, pipe, fmt)
         if error is not None:
-            pipe = probe_pipeline(demo_model_path())  # a failed step leaves it unusable
+            pipe = probe_pipeline(folder)  # a failed step leaves it unusable
         result = "ok" if error is None else f"error: {error[:60]}"
         out(
             f"| {case.series} | {case.size} | {size:,} | {n.properties:,} | {n.most_optional:,} "
@@ -175,9 +222,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--cap", type=float, default=20.0, help="stop a series past this")
     parser.add_argument("--only", default="", help="the series whose name holds this")
+    parser.add_argument("--model", type=Path, help="compile over this IR's vocabulary")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    run(args.quick, args.cap, lambda line: print(line, flush=True), args.only)
+    run(args.quick, args.cap, lambda line: print(line, flush=True), args.only, args.model)
 
 
 if __name__ == "__main__":
