@@ -3,13 +3,18 @@
 Covers what ``engine.worker.json_grammar`` supports: types and type lists, enum, const,
 anyOf/oneOf/allOf, local ``$ref``, objects (properties in declared order, required,
 additionalProperties), arrays, string lengths and patterns (Python's ``re.search``, which
-reads the supported ECMA-262 subset alike), and numeric bounds.
+reads the supported ECMA-262 subset alike), string formats and numeric bounds.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import uuid
+from collections.abc import Callable
+from datetime import date, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 
 def is_compact(text: str) -> bool:
@@ -69,6 +74,7 @@ def _conforms_type(schema: dict[str, Any], kind: str, value: Any, root: Any) -> 
             isinstance(value, str)
             and low <= len(value) <= high
             and (pattern is None or re.search(pattern, value) is not None)
+            and _has_format(schema.get("format"), value)
         )
     if kind == "array":
         low, high = schema.get("minItems", 0), schema.get("maxItems", 1 << 30)
@@ -79,6 +85,34 @@ def _conforms_type(schema: dict[str, Any], kind: str, value: Any, root: Any) -> 
             and all(conforms(items, v, root) for v in value)
         )
     return isinstance(value, dict) and _conforms_object(schema, value, root)
+
+
+def _has_format(name: str | None, value: str) -> bool:
+    """Whether ``value`` is in the string format ``name`` (the ones Sidelight writes)."""
+    if name is None:
+        return True
+    checks: dict[str, Callable[[str], object]] = {
+        "date": lambda v: re.fullmatch(r"\d{4}-\d\d-\d\d", v) and date.fromisoformat(v),
+        "time": lambda v: re.fullmatch(_TIME, v),
+        "date-time": lambda v: (
+            re.fullmatch(r"\d{4}-\d\d-\d\d[Tt]" + _TIME, v) and datetime.fromisoformat(v.upper())
+        ),
+        "uuid": lambda v: len(v) == 36 and uuid.UUID(v),
+        "ipv4": lambda v: str(ipaddress.IPv4Address(v)) == v,
+        "hostname": lambda v: len(v) <= 253 and re.fullmatch(_HOST, v),
+        "email": lambda v: re.fullmatch(r"[^@\s]{1,64}@" + _HOST, v) and "." in v.split("@")[1],
+        "uri": lambda v: (parts := urlsplit(v)).scheme and parts.netloc,
+    }
+    try:
+        return bool(checks[name](value))
+    except ValueError:
+        return False
+
+
+_TIME = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
+_HOST = (
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
 
 
 def _in_bounds(schema: dict[str, Any], value: float) -> bool:

@@ -24,6 +24,8 @@ schemas pydantic and the ``openai`` SDK produce):
   ``json_object`` format) is any JSON object;
 * ``array`` with ``items``, ``minItems`` and ``maxItems``; ``string`` with ``minLength`` and
   ``maxLength``, or with a ``pattern`` in the common regex subset (:mod:`.json_pattern`);
+* ``format`` on a string for ``date``, ``time``, ``date-time``, ``uuid``, ``ipv4``,
+  ``hostname``, ``email`` and ``uri`` (:mod:`.json_formats`; the others fall back);
 * ``minimum``, ``maximum``, ``exclusiveMinimum`` and ``exclusiveMaximum`` on integers, and
   on numbers when the bound is a whole number (:mod:`.json_numbers`), exactly;
 * ``anyOf`` and ``oneOf`` as plain unions (``oneOf`` exclusivity is not enforced), a
@@ -36,7 +38,7 @@ after it and 3 in the exponent, the precision a JSON number has in practice (a d
 a larger integer belongs in a string, as JSON APIs do with 64-bit ids. Strings stay
 unbounded unless the schema sets ``maxLength``.
 
-Anything else (``format``, a fractional bound on a number, ``multipleOf``, a pattern with
+Anything else (another ``format``, a fractional bound on a number, ``multipleOf``, a pattern with
 lookaround or beside a length, ``prefixItems``, ``not``, ...) raises
 :class:`UnsupportedSchema`. The caller then falls back to GenAI's own ``json_schema``,
 which enforces those keywords but allows free whitespace, and compiles far slower on a
@@ -55,6 +57,7 @@ import re
 from typing import Any
 
 from engine.parsing.tool_parsers.grammar import ebnf_literal as _literal
+from engine.worker.json_formats import format_grammar
 from engine.worker.json_numbers import Unbounded, bounded_number, bounds_of
 from engine.worker.json_pattern import UnsupportedPattern, pattern_grammar
 
@@ -102,6 +105,7 @@ _HANDLED = frozenset(
         "exclusiveMinimum",
         "exclusiveMaximum",
         "pattern",
+        "format",
     }
 )
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -321,6 +325,13 @@ class _Builder:
     def _string(self, schema: dict[str, Any], hint: str) -> str:
         low = _count(schema, "minLength", hint) or 0
         high = _count(schema, "maxLength", hint)
+        if "format" in schema:
+            body = format_grammar(str(schema["format"]))
+            if body is None:
+                raise UnsupportedSchema(f"{hint}: format {schema['format']!r} is not supported")
+            if low or high is not None or "pattern" in schema:
+                raise UnsupportedSchema(f"{hint}: format beside a length or pattern")
+            return self._rule(f"{hint}_format", f'"\\"" {body} "\\""')
         if "pattern" in schema:
             pattern = schema["pattern"]
             if not isinstance(pattern, str):

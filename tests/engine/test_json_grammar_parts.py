@@ -1,6 +1,6 @@
-"""Numeric bounds and string patterns as grammar, checked against the definition.
+"""Numeric bounds, string patterns and formats as grammar, checked against the definition.
 
-The range and pattern writers emit only literals, character classes, groups, ``|`` and
+The range, pattern and format writers emit only literals, character classes, groups, ``|`` and
 repeats, which read the same as a Python regular expression once the EBNF quotes and
 spaces are dropped; so every expression here is compiled with ``re`` and matched against
 numbers and strings on both sides of each bound, exhaustively for small ranges. That the
@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import pytest
 
+from engine.worker.json_formats import FORMATS, format_grammar
 from engine.worker.json_numbers import (
     MAX_MAGNITUDE,
     Bound,
@@ -174,3 +175,33 @@ def _ebnf_regex(expression: str, json_char: str) -> re.Pattern[str]:
 def test_patterns_outside_the_subset_are_refused(pattern: str) -> None:
     with pytest.raises(UnsupportedPattern):
         pattern_grammar(pattern, "json_char")
+
+
+# format -> (values it must allow, values it must refuse)
+FORMAT_CASES = {
+    "date": (["2026-12-03", "1999-02-28", "2024-04-30"], ["2026-02-30", "2026-04-31", "2026-13-01", "26-12-03", "0000-01-01"]),
+    "time": (["10:20:30Z", "23:59:59.123456+05:30", "00:00:00-00:00"], ["24:00:00Z", "10:20:30", "10:60:00Z"]),
+    "date-time": (["2026-12-03T17:41:02Z", "2026-01-31t00:00:00.5+01:00"], ["2026-12-03 17:41:02Z", "2026-12-03T17:41:02"]),
+    "uuid": (["123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000"], ["123e4567e89b12d3a456426614174000", "g23e4567-e89b-12d3-a456-426614174000"]),
+    "ipv4": (["127.0.0.1", "255.255.255.255", "10.0.10.9"], ["256.0.0.1", "01.2.3.4", "1.2.3"]),
+    "hostname": (["localhost", "a-b.example.com", "x1.y2"], ["-a.com", "a-.com", "a..b", "a_b"]),
+    "email": (["user.name+tag@example.com", "a@b.co"], ["user@localhost", "a..b@x.com", ".a@x.com", "a@-x.com"]),
+    "uri": (["https://example.com", "http://a.b:8080/p/a%20th?q=1&r=/x#frag", "ftp://h/"], ["example.com", "https://", "https://a.com/%zz", "https://a b.com"]),
+}  # fmt: skip
+
+
+def test_every_written_format_has_cases() -> None:
+    assert set(FORMAT_CASES) == set(FORMATS)
+    assert format_grammar("ipv6") is None
+
+
+@pytest.mark.parametrize("name", list(FORMAT_CASES))
+def test_formats_hold_valid_values_only(name: str) -> None:
+    body = format_grammar(name)
+    assert body is not None
+    regex = _ebnf_regex(body, "")
+    allowed, refused = FORMAT_CASES[name]
+    for value in allowed:
+        assert regex.fullmatch(value), value
+    for value in refused:
+        assert not regex.fullmatch(value), value
