@@ -29,10 +29,13 @@ Run from the repository root with the runtime venv, after ``bench.build_llama_cp
 ``bench.build_bench_model``::
 
     .venv/bin/python -m bench.agent_replay --cache DIR [--agents claude codex]
-        [--turns 5] [--rounds 2] [--max-tokens 64] [--ctx 32768] [--llama-arg=--no-repack]
+        [--turns 5] [--rounds 2] [--max-tokens 64] [--ctx 32768] [--no-amx]
 
-``--llama-arg`` passes extra flags to llama-server: on a CPU with AMX this llama.cpp build
-crashes in its AMX kernels unless ``--no-repack`` turns its repacked weights off.
+On a CPU with AMX the native llama.cpp build crashes in its AMX kernels on its default
+repacked weights: ``--no-amx`` runs the ``llama-server`` of the build with AMX compiled out
+(``bench.build_llama_cpp --no-amx``), which keeps the repacked AVX-512 path. The older
+workaround, ``--llama-arg=--no-repack`` (``--llama-arg`` passes extra flags to
+llama-server), turns repacking off too and leaves llama.cpp on slower kernels.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def server(name: str, args: argparse.Namespace) -> Iterator[str]:
         }
     else:
         gguf = args.gguf or layout.gguf_q4_0
-        binary = args.llama_server or layout.llama_binary("llama-server")
+        binary = args.llama_server or layout.llama_binary("llama-server", no_amx=args.no_amx)
         cmd = [
             str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
             "-t", str(args.threads), "-tb", str(args.threads), "-np", "1",
@@ -287,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ir", type=Path, help="IR folder (default: the bench model's)")
     parser.add_argument("--gguf", type=Path, help="GGUF file (default: the bench model's Q4_0)")
     parser.add_argument("--llama-server", type=Path, help="llama-server binary")
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="llama-server of the no-AMX build (bench.build_llama_cpp --no-amx)",
+    )
     parser.add_argument(
         "--llama-arg",
         action="append",

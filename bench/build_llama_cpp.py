@@ -11,9 +11,30 @@ build ``vendor/llama.cpp`` with CMake into ``CACHE/llama.cpp-build`` (Release, C
 ``llama-quantize`` and, where this llama.cpp version has them, ``llama-server``,
 ``llama-cli``, ``llama-completion``. Every step is skipped when its output already exists.
 
+``--no-amx`` builds a second copy into ``CACHE/llama.cpp-build-noamx`` with AMX compiled
+out. Why: on a CPU with AMX (``amx_tile``/``amx_int8``), ``-march=native`` defines
+``__AMX_INT8__``, and that macro (with ``__AVX512VNNI__``) is the only switch for ggml's AMX
+code (``ggml-cpu/amx/``): its extra buffer type takes the Q4_0 weights at load and runs
+their matrix products on AMX tiles. On this machine that path segfaults, so the native build
+runs only with ``--no-repack`` (llama-bench: ``--repack 0``), which also turns off the
+AVX-512 repacked Q4_0 kernels and leaves llama.cpp on its slower plain ones, making ratios
+against it too flattering. The no-AMX build keeps ``GGML_NATIVE`` (the same
+``-march=native``: AVX-512, VNNI, BF16, FP16, VBMI, and the native tuning) and adds
+``-mno-amx-tile -mno-amx-int8 -mno-amx-bf16`` to the C and C++ flags. An explicit ``-mno-*``
+wins over ``-march`` whatever their order (checked with GCC 12: CMake puts these flags
+before ggml's ``-march=native``), so ``__AMX_*__`` stay undefined and the AMX code compiles
+to nothing, while the repacked x86 kernels (``ggml-cpu/arch/x86/repack.cpp``) stay, and
+llama.cpp runs its default repacked path without crashing. The other route,
+``GGML_NATIVE=OFF`` with ``GGML_AVX512``/``GGML_AVX512_VNNI``/... on and ``GGML_AMX_*`` off,
+would also drop what has no ggml option (AVX512-FP16, which ``simd-mappings.h`` uses, and
+the native tuning), so it would differ from the native build in more than AMX. Measured here
+(2 threads, ``llama-bench -p 512 -n 32`` on the bench model's Q4_0, quiet machine): the
+native build with ``--repack 0`` pp512 197 t/s, tg32 28 t/s; the no-AMX build repacked pp512
+~290 t/s, tg32 28 t/s; the native build repacked: segmentation fault.
+
 Run (from the repository root; a build on 2 cores takes 10-20 minutes)::
 
-    nice -n 10 .venv/bin/python -m bench.build_llama_cpp [--cache DIR] [--jobs N]
+    nice -n 10 .venv/bin/python -m bench.build_llama_cpp [--cache DIR] [--jobs N] [--no-amx]
 
 The binary paths are printed on stdout, one ``name<TAB>path`` per line.
 """
@@ -54,6 +75,16 @@ CMAKE_OPTIONS = {
     "LLAMA_BUILD_UI": "OFF",
     "LLAMA_USE_PREBUILT_UI": "OFF",
 }
+
+# Added to CMAKE_OPTIONS by --no-amx (see the module docstring): the explicit -mno-* win
+# over -march=native, so ggml's AMX code (guarded by __AMX_INT8__) compiles to nothing.
+NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+NO_AMX_OPTIONS = {"CMAKE_C_FLAGS": NO_AMX_FLAGS, "CMAKE_CXX_FLAGS": NO_AMX_FLAGS}
+
+
+def cmake_options(no_amx: bool = False) -> dict[str, str]:
+    """The CMake ``-D`` options of the build (``no_amx``: AMX compiled out)."""
+    return {**CMAKE_OPTIONS, **NO_AMX_OPTIONS} if no_amx else dict(CMAKE_OPTIONS)
 
 
 def ensure_sdist(layout: CacheLayout, version: str | None) -> Path:
@@ -108,8 +139,9 @@ def ensure_extracted(layout: CacheLayout, sdist: Path) -> Path:
     return source
 
 
-def configure(source: Path, build_dir: Path) -> None:
-    """Run the CMake configure step, starting afresh if the cache points at other sources."""
+def configure(source: Path, build_dir: Path, options: dict[str, str] | None = None) -> None:
+    """Run the CMake configure step with ``options`` (default: ``CMAKE_OPTIONS``), starting
+    afresh if the cache points at other sources."""
     cache_file = build_dir / "CMakeCache.txt"
     if cache_file.exists():
         home = re.search(
@@ -122,7 +154,7 @@ def configure(source: Path, build_dir: Path) -> None:
     cmd: list[str | os.PathLike[str]] = ["cmake", "-S", source, "-B", build_dir]
     if shutil.which("ninja"):
         cmd += ["-G", "Ninja"]
-    cmd += [f"-D{key}={value}" for key, value in CMAKE_OPTIONS.items()]
+    cmd += [f"-D{key}={value}" for key, value in (options or CMAKE_OPTIONS).items()]
     run(cmd)
 
 
@@ -161,13 +193,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs"
     )
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="build with AMX compiled out (-mno-amx-*), into CACHE/llama.cpp-build-noamx",
+    )
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
 
     layout = CacheLayout(args.cache)
     source = ensure_extracted(layout, ensure_sdist(layout, args.version))
-    configure(source, layout.llama_build_dir)
-    binaries = build(layout.llama_build_dir, args.jobs)
+    build_dir = layout.llama_build_dir_noamx if args.no_amx else layout.llama_build_dir
+    configure(source, build_dir, cmake_options(args.no_amx))
+    binaries = build(build_dir, args.jobs)
     print(f"source\t{source}")
     for name, path in binaries.items():
         print(f"{name}\t{path}")

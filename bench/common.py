@@ -53,6 +53,12 @@ class CacheLayout:
         return self.root / "llama.cpp-build"
 
     @property
+    def llama_build_dir_noamx(self) -> Path:
+        """The build with AMX compiled out (``bench.build_llama_cpp --no-amx``): on a CPU
+        whose AMX kernels crash, it runs llama.cpp's default repacked path."""
+        return self.root / "llama.cpp-build-noamx"
+
+    @property
     def model_dir(self) -> Path:
         return self.root / "models" / BENCH_MODEL_NAME
 
@@ -85,9 +91,11 @@ class CacheLayout:
             )
         return candidates[-1]
 
-    def llama_binary(self, name: str) -> Path:
-        """Return the path of a built llama.cpp tool such as ``llama-bench``."""
-        return self.llama_build_dir / "bin" / name
+    def llama_binary(self, name: str, no_amx: bool = False) -> Path:
+        """Return the path of a built llama.cpp tool such as ``llama-bench`` (``no_amx``:
+        from the build with AMX compiled out)."""
+        build_dir = self.llama_build_dir_noamx if no_amx else self.llama_build_dir
+        return build_dir / "bin" / name
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,11 @@ Run from the repository root with the runtime venv, after ``bench.build_llama_cp
 prompt)::
 
     .venv/bin/python -m bench.long_prefill --cache DIR [--lengths 8192 16384 32768]
-        [--reps 2] [--once-above 16384] [--knob-length 8192] [--no-knobs]
+        [--reps 2] [--once-above 16384] [--knob-length 8192] [--no-knobs] [--no-amx]
+
+``--no-amx`` takes ``llama-bench`` from the build with AMX compiled out
+(``bench.build_llama_cpp --no-amx``): on a CPU whose AMX kernels crash, the native build's
+``llama-bench`` fails on the repacked weights it uses by default.
 """
 
 from __future__ import annotations
@@ -227,7 +231,7 @@ def timed(
 def run_lengths(args: argparse.Namespace, cells: dict[str, dict[int, Cell]]) -> None:
     """The three sides at each length, round by round (the raw pipeline freed on return)."""
     layout = CacheLayout(args.cache)
-    bench_bin = layout.llama_binary("llama-bench")
+    bench_bin = layout.llama_binary("llama-bench", no_amx=args.no_amx)
     raw = Raw(layout.ov_dir, args.kv)
     with served(layout.ov_dir, args.home / "serve", args.kv) as (url, server_pids):
         measure_served(url, chat_text(raw.tokenizer, 256, "warm-up"))
@@ -357,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=2, help="rounds per length")
     parser.add_argument("--once-above", type=int, default=16384, help="one round above this")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="llama-bench of the build with AMX compiled out (bench.build_llama_cpp --no-amx)",
+    )
     parser.add_argument("--kv", default="f16", help="KV precision of raw and served")
     parser.add_argument(
         "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="sides to measure"
