@@ -194,9 +194,15 @@ def measure_served(url: str, text: str) -> tuple[float, int]:
 
 
 def measure_llama(binary: Path, gguf: Path, n: int, threads: int) -> tuple[float, int]:
-    """``llama-bench -p n -n 0 -r 1``: one prefill of n tokens; TTFT = n / pp tokens/s."""
+    """``llama-bench -p n -n 0 -r 1``: one prefill of n tokens; TTFT = n / pp tokens/s.
+
+    Above 16k tokens llama-bench's warm-up (a whole prefill of the same length, untimed) is
+    skipped: at 32k it doubles a run of several minutes, and the weights are loaded and
+    repacked before either prefill."""
     cmd = [str(binary), "-m", str(gguf), "-p", str(n), "-n", "0", "-t", str(threads),
            "-r", "1", "-o", "json"]  # fmt: skip
+    if n > 16384:
+        cmd.append("--no-warmup")
     logger.info("$ %s", " ".join(cmd))
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     test = json.loads(out)[0]
