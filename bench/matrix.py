@@ -31,7 +31,9 @@ Run from the repository root (``--quick``: the 0.5B shape, five recipes, two pro
     .venv/bin/python -m bench.matrix run --shape 1.5b --rounds 3
 
 ``--cache`` (or ``SIDELIGHT_BENCH_CACHE``) must hold ``bench.build_llama_cpp``'s source and
-build; large outputs go to ``CACHE/matrix/``.
+build; large outputs go to ``CACHE/matrix/``. ``run --no-amx`` times llama.cpp with the
+build whose AMX kernels are compiled out (``bench.build_llama_cpp --no-amx``): on a CPU
+with AMX the native build crashes on its repacked weights.
 """
 
 from __future__ import annotations
@@ -347,7 +349,7 @@ def measure_row(row: Row, args: argparse.Namespace, layout: CacheLayout, rnd: in
     if row.kind == "llama.cpp":
         try:
             res = run_llama_bench(
-                layout.llama_binary("llama-bench"), Path(row.model),
+                layout.llama_binary("llama-bench", no_amx=args.no_amx), Path(row.model),
                 args.prompt_tokens, args.new_tokens, row.threads, args.reps,
             )  # fmt: skip
         except subprocess.CalledProcessError as exc:
@@ -432,6 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         help="build: the torch/optimum-intel interpreter (default: .venv-convert)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="run: llama-bench of the build with AMX compiled out (bench.build_llama_cpp --no-amx)",
+    )
     parser.add_argument("--force", action="store_true", help="build even if memory looks short")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reps", type=int, default=2)
