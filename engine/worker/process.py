@@ -217,6 +217,8 @@ class Worker:
             except Exception:  # a message that does not unpickle: nothing to answer
                 logger.exception("unreadable command from the server")
                 continue
+            if not isinstance(command, Ping):  # a load above all starts the idle wait anew
+                self._idle_since = None
             try:
                 self._handle(command)
             except PIPE_ERRORS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from engine.worker.messages import (
     LoadModel,
     ModelLoaded,
     OutputConstraint,
+    Ping,
+    Pong,
     RequestRejected,
     SamplingParams,
     Submit,
@@ -59,7 +62,7 @@ def test_the_grammar_compiler_starts_when_idle_and_requests_still_work(
             for _ in range(100):
                 if "grammar compiler started" in caplog.text:
                     break
-                worker.conn.poll(0.1)
+                time.sleep(0.1)
             assert "grammar compiler started" in caplog.text
         assert caplog.text.count("grammar compiler started") == 1
         greedy = SamplingParams(temperature=0)
@@ -70,5 +73,32 @@ def test_the_grammar_compiler_starts_when_idle_and_requests_still_work(
         request = GenerationRequest(3, HELLO, max_tokens=8, constraint=constraint)
         text, end = _reply(worker, request)
         assert isinstance(end, Finished) and 3 <= int(text) <= 7, text
+    finally:
+        worker.close()
+
+
+def test_the_compiler_waits_for_quiet_after_the_load(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The idle wait starts at the load, not before it: a worker idle before its load does
+    not start the compiler the moment the load ends, when the request the load was for is
+    about to come in (nor do the watchdog's pings put it off)."""
+    monkeypatch.setattr(process, "WARM_GRAMMAR_AFTER_SECONDS", 1.5)
+    worker = _InProcessWorker()
+    try:
+        model = spec_from_path(ROOT / "resources" / "models" / "sidelight-demo")
+        with caplog.at_level(logging.INFO, logger="engine.worker.process"):
+            time.sleep(2.0)  # idle, with no model, longer than the wait
+            worker.send(LoadModel(model, "CPU", {}, 1.0, backend="batched"))
+            worker.events(lambda e: isinstance(e, ModelLoaded))
+            time.sleep(0.5)
+            assert "grammar compiler started" not in caplog.text
+            for token in range(40):
+                worker.send(Ping(token))
+                worker.events(lambda e: isinstance(e, Pong))
+                if "grammar compiler started" in caplog.text:
+                    break
+                time.sleep(0.2)
+            assert "grammar compiler started" in caplog.text
     finally:
         worker.close()
