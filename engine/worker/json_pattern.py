@@ -32,7 +32,19 @@ _ESCAPED_LITERALS = set("\\/^$.|?*+()[]{}-")
 _CLASS_ESCAPES = {
     "d": [(0x30, 0x39)],
     "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
-    "s": [(0x09, 0x0D), (0x20, 0x20)],
+    # ECMA-262's WhiteSpace and LineTerminator, whole: a negated class takes the rest.
+    "s": [
+        (0x09, 0x0D),
+        (0x20, 0x20),
+        (0xA0, 0xA0),
+        (0x1680, 0x1680),
+        (0x2000, 0x200A),
+        (0x2028, 0x2029),
+        (0x202F, 0x202F),
+        (0x205F, 0x205F),
+        (0x3000, 0x3000),
+        (0xFEFF, 0xFEFF),
+    ],
 }
 _CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 MAX_REPEAT = 1000
@@ -163,7 +175,9 @@ class _Parser:
             ch = self._peek()
             if ch == "":
                 raise UnsupportedPattern("unterminated character class")
-            if ch == "]" and not first:
+            if ch == "]":
+                if first:  # ECMA-262 reads "[]" as matching nothing, not as a literal "]"
+                    raise UnsupportedPattern("an empty character class")
                 self.pos += 1
                 break
             first = False

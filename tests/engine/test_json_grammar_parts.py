@@ -118,7 +118,8 @@ PATTERNS = {
     "ab": (['"ab"', '"xaby"', '"\\nab\\""'], ['"a b"', '"ba"']),
     '^[^"\\\\]{2}$': (['"xy"', '"\\n\\t"', '"é!"'], ['"\\"a"', '"\\\\a"', '"abc"']),
     "^a.c$": (['"abc"', '"a\\"c"', '"a\\\\c"'], ['"a\\nc"', '"ac"']),
-    "^\\s+$": (['" "', '"\\t\\n"'], ['"x"', '""']),
+    "^\\s+$": (['" "', '"\\t\\n"', '"\u00a0"'], ['"x"', '""']),
+    "^[^\\s]+$": (['"xy"', '"\\""'], ['"a b"', '"a\u00a0b"', '"a\u3000"', '"\\n"']),
 }
 
 
@@ -170,7 +171,19 @@ def _ebnf_regex(expression: str, json_char: str) -> re.Pattern[str]:
 
 @pytest.mark.parametrize(
     "pattern",
-    ["a(?=b)", "(a)\\1", "\\bword", "\\D+", "^a|b$", "a{2000}", "[z-a]", "(ab", "a$b", "*a"],
+    [
+        "a(?=b)",
+        "(a)\\1",
+        "\\bword",
+        "\\D+",
+        "^a|b$",
+        "a{2000}",
+        "[z-a]",
+        "(ab",
+        "a$b",
+        "*a",
+        "[]a]",
+    ],
 )
 def test_patterns_outside_the_subset_are_refused(pattern: str) -> None:
     with pytest.raises(UnsupportedPattern):
