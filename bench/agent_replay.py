@@ -58,6 +58,7 @@ from bench.agent_sessions import Agent, endpoint, session
 from bench.common import (
     CacheLayout,
     add_common_args,
+    add_no_amx_arg,
     cpu_summary,
     free_port,
     healthy_server,
@@ -290,11 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ir", type=Path, help="IR folder (default: the bench model's)")
     parser.add_argument("--gguf", type=Path, help="GGUF file (default: the bench model's Q4_0)")
     parser.add_argument("--llama-server", type=Path, help="llama-server binary")
-    parser.add_argument(
-        "--no-amx",
-        action="store_true",
-        help="llama-server of the no-AMX build (bench.build_llama_cpp --no-amx)",
-    )
+    add_no_amx_arg(parser, "llama-server")
     parser.add_argument(
         "--llama-arg",
         action="append",

@@ -109,6 +109,16 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
+def add_no_amx_arg(parser: argparse.ArgumentParser, tool: str) -> None:
+    """Add ``--no-amx``: run ``tool`` from the llama.cpp build with AMX compiled out
+    (``bench.build_llama_cpp --no-amx``), for CPUs whose AMX kernels crash."""
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help=f"{tool} of the build with AMX compiled out (bench.build_llama_cpp --no-amx)",
+    )
+
+
 def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,

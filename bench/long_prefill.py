@@ -56,6 +56,7 @@ from bench.common import (
     CacheLayout,
     CpuMeter,
     add_common_args,
+    add_no_amx_arg,
     cpu_summary,
     median,
     setup_logging,
@@ -367,11 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=2, help="rounds per length")
     parser.add_argument("--once-above", type=int, default=16384, help="one round above this")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
-    parser.add_argument(
-        "--no-amx",
-        action="store_true",
-        help="llama-bench of the build with AMX compiled out (bench.build_llama_cpp --no-amx)",
-    )
+    add_no_amx_arg(parser, "llama-bench")
     parser.add_argument("--kv", default="f16", help="KV precision of raw and served")
     parser.add_argument(
         "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="sides to measure"

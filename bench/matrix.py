@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.build_bench_model import QWEN25_COMMON
-from bench.common import CacheLayout, add_common_args, median, run, setup_logging
+from bench.common import CacheLayout, add_common_args, add_no_amx_arg, median, run, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -434,11 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         help="build: the torch/optimum-intel interpreter (default: .venv-convert)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--no-amx",
-        action="store_true",
-        help="run: llama-bench of the build with AMX compiled out (bench.build_llama_cpp --no-amx)",
-    )
+    add_no_amx_arg(parser, "run: llama-bench")
     parser.add_argument("--force", action="store_true", help="build even if memory looks short")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reps", type=int, default=2)
