@@ -105,7 +105,7 @@ def bounded_number(lower: Bound | None, upper: Bound | None, integer: bool) -> s
         options += [f'"-" {option}' for option in _magnitudes(neg_low, neg_high, integer)]
     if not options:
         raise Unbounded("no value lies between the bounds")
-    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+    return _group_all(options)
 
 
 def _magnitudes(low: Bound, high: Bound | None, integer: bool) -> list[str]:
@@ -151,7 +151,7 @@ def digit_range(low: int, high: int) -> str | None:
             f"[0-9]{{{low_rest}}}" if low_rest == high_rest else f"[0-9]{{{low_rest},{high_rest}}}"
         )
         options.append(f"[1-9] {rest}")
-    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+    return _group_all(options)
 
 
 def _same_length(low: str, high: str) -> list[str]:

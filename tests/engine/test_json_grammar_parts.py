@@ -27,11 +27,6 @@ from engine.worker.json_numbers import (
 from engine.worker.json_pattern import UnsupportedPattern, pattern_grammar
 
 
-def _regex(expression: str) -> re.Pattern[str]:
-    """The EBNF of a range as a Python regex (it uses no construct the two read apart)."""
-    return re.compile(expression.replace('"', "").replace(" ", ""))
-
-
 def test_digit_ranges_hold_exactly_the_numbers_between() -> None:
     rng = random.Random(7)
     pairs = [(0, 0), (0, 9), (5, 123), (10, 99), (99, 100), (0, MAX_MAGNITUDE)]
@@ -42,7 +37,7 @@ def test_digit_ranges_hold_exactly_the_numbers_between() -> None:
             assert expression is None
             continue
         assert expression is not None
-        regex = _regex(expression)
+        regex = _ebnf_regex(expression, "")
         near = [n for edge in (low, high) for n in range(max(0, edge - 25), edge + 25)]
         for n in near + [rng.randint(0, 10**6) for _ in range(20)]:
             assert bool(regex.fullmatch(str(n))) == (low <= n <= high), (low, high, n)
@@ -52,7 +47,7 @@ def test_digit_ranges_hold_exactly_the_numbers_between() -> None:
 def test_the_largest_safe_integer_bounds_are_exact() -> None:
     """Claude Code's ``Read.offset``: 0..2**53-1."""
     lower, upper = bounds_of({"minimum": 0, "maximum": 9007199254740991}, integer=True)
-    regex = _regex(bounded_number(lower, upper, integer=True))
+    regex = _ebnf_regex(bounded_number(lower, upper, integer=True), "")
     for n in (0, 7, 9007199254740991, 9007199254740990, 8999999999999999, 1000000000000000):
         assert regex.fullmatch(str(n)), n
     for text in ("9007199254740992", "9100000000000000", "-1", "01", "1.5"):
@@ -80,7 +75,7 @@ SPELLINGS = [
 def test_bounded_numbers_hold_the_values_in_range(
     lower: Bound | None, upper: Bound | None, integer: bool
 ) -> None:
-    regex = _regex(bounded_number(lower, upper, integer))
+    regex = _ebnf_regex(bounded_number(lower, upper, integer), "")
     for text in SPELLINGS:
         value = Fraction(text)
         inside = (lower is None or (value > lower.value if lower.exclusive else value >= lower.value)) and (
@@ -138,7 +133,8 @@ def test_patterns_hold_the_encoded_strings(pattern: str) -> None:
 
 
 def _ebnf_regex(expression: str, json_char: str) -> re.Pattern[str]:
-    """The pattern grammar as a Python regex: literals unquoted, classes kept."""
+    """An EBNF expression of these writers as a Python regex: literals unquoted and
+    escaped, classes and repeats kept, ``JSONCHAR`` read as ``json_char``."""
     out, i = [], 0
     while i < len(expression):
         ch = expression[i]
