@@ -23,6 +23,15 @@ whichever comes first. It writes::
 
 Long-context proxies (``bench.sparse_quality``): train with a long ``--seq`` (``--batch 1``);
 ``max_position_embeddings`` is ``--max-positions`` (default: ``--seq``, at least 1,024).
+Briefly trained on plain source, a small model learns no use of context beyond a few
+hundred tokens (a first 25-minute run at 8,192 tokens did not); ``--repeats N`` copies N
+spans of 32-256 tokens of every training window to a later place in it (files re-read and
+code quoted in edits, as in an agent's transcript), which teaches the model to retrieve
+from far back. ``--warm-seq N`` trains the first ``--warm-share`` of the run on windows of
+N tokens (as many tokens per step; the repeats scaled to the window), where attention
+costs less, so more steps fit before the long windows. ``position_loss`` then also scores ``recall``: the last 256 tokens of each
+held-out window replaced by a copy of a passage a quarter into it, with full context and
+with 2,048 tokens (the copy's source out of sight).
 ``--eval-only`` recomputes the held-out figures of an existing ``OUT/hf`` into
 ``training.json`` without training or exporting.
 
@@ -47,6 +56,7 @@ import json
 import logging
 import math
 import os
+import random
 import shutil
 import sys
 import sysconfig
@@ -67,6 +77,27 @@ TEXT_ENGINE = "engine/ (unseen)"
 POSITION_EDGES = (0, 256, 1024, 2048, 4096, 8192, 16384, 32768)
 ABLATION_TARGETS = 512  # the last tokens of each window, scored with their context cut short
 ABLATION_CONTEXTS = (256, 1024, 2048, 4096)
+RECALL_SPAN = 256  # the copied passage of the recall figures
+RECALL_SKIP = 64  # its first tokens are not scored: the model cannot know yet what is copied
+REPEAT_MIN, REPEAT_MAX = 32, 256  # lengths of the spans --repeats copies
+
+
+def repeat_spans(seq: int, count: int, rng: random.Random) -> list[tuple[int, int, int]]:
+    """``count`` (source, destination, length) copies inside a window of ``seq`` tokens:
+    the destination starts after the source ends, so the copy is always later."""
+    spans = []
+    for _ in range(count):
+        length = rng.randint(REPEAT_MIN, min(REPEAT_MAX, seq // 4))
+        source = rng.randint(0, seq - 2 * length)
+        spans.append((source, rng.randint(source + length, seq - length), length))
+    return spans
+
+
+def recall_window(ids: list[int]) -> list[int]:
+    """``ids`` with its last ``RECALL_SPAN`` tokens replaced by the passage a quarter in."""
+    n = len(ids)
+    source = n // 4
+    return ids[: n - RECALL_SPAN] + ids[source : source + RECALL_SPAN]
 
 
 def stdlib_dir() -> Path:
@@ -213,6 +244,17 @@ def position_losses(model: Any, stream: list[int], seq: int, limit: int) -> dict
                     token_losses(model, stream[s + seq - n - w : s + seq])[w - 1 :] for s in starts
                 ]
                 out[f"ctx {w}"] = float(torch.stack(cut).mean())
+    if seq // 4 + RECALL_SPAN <= seq - RECALL_SPAN - 2048:  # source out of a 2,048 view
+        scored = RECALL_SPAN - RECALL_SKIP
+        recall = [recall_window(stream[s : s + seq]) for s in starts]
+        out["recall full"] = float(
+            torch.stack([token_losses(model, w)[-scored:] for w in recall]).mean()
+        )
+        out["recall ctx 2048"] = float(
+            torch.stack(
+                [token_losses(model, w[-2048 - RECALL_SPAN :])[-scored:] for w in recall]
+            ).mean()
+        )
     model.train()
     logger.info("position losses (%d windows of %d): %s", len(starts), seq, out)
     return out
@@ -345,12 +387,14 @@ def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any
         model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1
     )
     generator = torch.Generator().manual_seed(args.seed)
+    rng = random.Random(args.seed)
     warmup = max(1, min(100, args.steps // 20))
     limit_s = args.minutes * 60 if args.minutes else math.inf
     losses: list[float] = []
     tokens_seen = 0
     step = 0
     stopped_by = "steps"
+    warm_steps = 0
     start = time.monotonic()
     model.train()
     while step < args.steps:
@@ -358,28 +402,38 @@ def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any
         if elapsed >= limit_s:
             stopped_by = "minutes"
             break
-        lr = lr_at(max(step / args.steps, elapsed / limit_s), step, warmup, args.lr)
+        progress = max(step / args.steps, elapsed / limit_s)
+        lr = lr_at(progress, step, warmup, args.lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        offsets = torch.randint(0, len(data) - args.seq, (args.batch,), generator=generator)
-        batch = torch.stack([data[o : o + args.seq] for o in offsets.tolist()])
+        seq, rows, repeats = args.seq, args.batch, args.repeats
+        if args.warm_seq and progress < args.warm_share:  # same tokens per step, shorter rows
+            seq, rows = args.warm_seq, args.batch * args.seq // args.warm_seq
+            repeats = round(args.repeats * args.warm_seq / args.seq)
+            warm_steps += 1
+        offsets = torch.randint(0, len(data) - seq, (rows,), generator=generator)
+        batch = torch.stack([data[o : o + seq] for o in offsets.tolist()])
+        for row in batch:
+            for source, dest, length in repeat_spans(seq, repeats, rng):
+                row[dest : dest + length] = row[source : source + length].clone()
         loss = model(input_ids=batch, labels=batch).loss  # the model shifts the labels
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
-        tokens_seen += args.batch * args.seq
+        tokens_seen += rows * seq
         losses.append(loss.detach().item())
         if step == 1 or step % args.log_every == 0 or step == args.steps:
             logger.info(
-                "step %d/%d loss %.4f lr %.2e tokens %d (%.2f epochs) %.2f s/step",
-                step, args.steps, losses[-1], lr, tokens_seen, tokens_seen / len(data),
+                "step %d/%d seq %d loss %.4f lr %.2e tokens %d (%.2f epochs) %.2f s/step",
+                step, args.steps, seq, losses[-1], lr, tokens_seen, tokens_seen / len(data),
                 (time.monotonic() - start) / step,
             )  # fmt: skip
     seconds = time.monotonic() - start
     return {
         "steps": step,
+        "warm_steps": warm_steps,
         "stopped_by": stopped_by,
         "tokens_seen": tokens_seen,
         "epochs": tokens_seen / len(data),
@@ -422,6 +476,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-every", type=int, default=10, help="log the loss every N steps")
     parser.add_argument("--eval-windows", type=int, default=32, help="held-out loss windows")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        help="copy this many spans of each training window later into it (long-range recall)",
+    )
+    parser.add_argument(
+        "--warm-seq",
+        type=int,
+        default=0,
+        help="train on windows this long (--batch x --seq / N of them) for --warm-share first",
+    )
+    parser.add_argument("--warm-share", type=float, default=0.7)
     parser.add_argument(
         "--max-positions", type=int, default=0, help="default: --seq, at least 1024"
     )

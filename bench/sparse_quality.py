@@ -23,7 +23,14 @@ in training, each prompt starting at a file start, none overlapping) go through 
   KV the sparse prefill built, i.e. what the first decoded tokens see; for XAttention the
   dense tail may start up to a chunk earlier);
 - greedy: the first ``L - 64`` tokens as the prompt, 64 greedy tokens, compared with the
-  dense reference's 64: position-wise agreement and the first diverging position.
+  dense reference's 64 (position-wise agreement, first diverging position) and with the
+  text's own 64 tokens.
+
+Two kinds of prompt: ``files``, the files as they are, and ``recall``, the same prompts with
+their last 256 tokens replaced by a copy of the passage a quarter into the prompt
+(``bench.quality_model.recall_window``: 2.8k tokens back at 4k, 5.9k at 8k), as when an
+agent quotes code it read earlier; the 64 scored tokens are the copy's end, so they test
+retrieval from beyond tri-shape's 2,048-token window.
 
 Sparse attention changes prefill only; decoding is dense in every variant. So the figures
 are what the sparse prefill's KV does to the tokens that follow a long prompt.
@@ -59,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import setup_logging
+from bench.quality_model import recall_window
 
 logger = logging.getLogger(__name__)
 
@@ -158,12 +166,20 @@ class Scores:
 
     logprobs: list[list[float]] = field(default_factory=list)
     greedy: list[list[int]] = field(default_factory=list)
+    truth: list[list[int]] = field(default_factory=list)  # the text's last CONTINUATION tokens
     seconds: float = 0.0
 
     def nll(self, a: int, b: int) -> float:
         """Mean negative log-likelihood (nats/token) of target positions ``[a, b)``."""
         values = [-lp for row in self.logprobs for lp in row[a:b]]
         return sum(values) / len(values) if values else math.nan
+
+
+def agreement(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> float:
+    """Share of positions where the two token lists of each pair agree."""
+    agree = sum(x == y for a, b in pairs for x, y in zip(a, b, strict=True))
+    total = sum(len(a) for a, _ in pairs)
+    return agree / total if total else math.nan
 
 
 def summary(scores: Scores, ref: Scores, length: int) -> dict[str, Any]:
@@ -180,10 +196,9 @@ def summary(scores: Scores, ref: Scores, length: int) -> dict[str, Any]:
         ]
         out[f"mean |dlogp| {name}"] = sum(diffs) / len(diffs) if diffs else math.nan
     pairs = list(zip(ref.greedy, scores.greedy, strict=True))
-    agree = sum(x == y for r, g in pairs for x, y in zip(r, g, strict=True))
-    total = sum(len(r) for r, _ in pairs)
     divergence = [first_divergence(r, g) for r, g in pairs]
-    out["greedy agreement"] = agree / total if total else math.nan
+    out["greedy agreement"] = agreement(pairs)
+    out["text agreement"] = agreement(list(zip(scores.truth, scores.greedy, strict=True)))
     out["first divergence median"] = statistics.median(divergence) if divergence else math.nan
     out["first divergence min"] = min(divergence, default=-1)
     out["identical"] = sum(d == CONTINUATION for d in divergence)
@@ -247,6 +262,7 @@ def measure(model: Path, variant: Variant, prompts: Sequence[Sequence[int]]) -> 
         if len(logprobs) != len(ids):
             raise RuntimeError(f"echo gave {len(logprobs)} log-probs for {len(ids)} tokens")
         scores.logprobs.append(logprobs)
+        scores.truth.append(list(ids[-CONTINUATION:]))
         out = run_one(pipe, 2 * i + 1, ids[:-CONTINUATION], echo=False)
         scores.greedy.append([int(t) for t in out.generated_ids])
     scores.seconds = time.monotonic() - start
@@ -256,22 +272,23 @@ def measure(model: Path, variant: Variant, prompts: Sequence[Sequence[int]]) -> 
 # --- report --------------------------------------------------------------------------------
 
 
-def table(results: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> list[str]:
-    """Markdown rows: one per (length, variant)."""
+def table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    """Markdown rows: one per (prompt set, variant)."""
     last = f"last {CONTINUATION}"
     lines = [
-        f"| prompt | variant | PPL <{EARLY} | sparse-region PPL (vs dense) | "
+        f"| prompts | variant | PPL <{EARLY} | sparse-region PPL (vs dense) | "
         f"last-{CONTINUATION} PPL (vs dense) | mean abs. d log p, last {CONTINUATION} | "
-        f"greedy agreement | first divergence: median, min | identical |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "greedy = dense | greedy = text | first divergence: median, min | identical |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for length, by_variant in results.items():
+    for prompts, by_variant in results.items():
         for name, s in by_variant.items():
             lines.append(
-                f"| {length:,} | {name} | {s[f'ppl <{EARLY}']:.3f} | "
+                f"| {prompts} | {name} | {s[f'ppl <{EARLY}']:.3f} | "
                 f"{s['ppl sparse']:.3f} ({s['ppl sparse vs dense']:.3f}x) | "
                 f"{s[f'ppl {last}']:.3f} ({s[f'ppl {last} vs dense']:.3f}x) | "
                 f"{s[f'mean |dlogp| {last}']:.4f} | {s['greedy agreement']:.1%} | "
+                f"{s['text agreement']:.1%} | "
                 f"{s['first divergence median']:g}, {s['first divergence min']} | "
                 f"{s['identical']}/{s['prompts']} |"
             )
@@ -284,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--prompts", type=int, default=6, help="prompts per held-out text")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument(
+        "--kinds", nargs="+", choices=["files", "recall"], default=["files", "recall"]
+    )
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -298,22 +318,25 @@ def main(argv: list[str] | None = None) -> int:
     texts = heldout_file_ids(tokenizer, args.model)
     variants = [REFERENCE, *(v for v in args.variants if v != REFERENCE)]
     record: dict[str, Any] = {"load_average_start": os.getloadavg(), "variants": {}}
-    results: dict[int, dict[str, dict[str, Any]]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     for length in args.lengths:
-        prompts = [
+        files_prompts = [
             p
             for files in texts.values()
             for p in build_prompts(files, length, args.prompts, separator)
         ]
-        logger.info("%d prompts of %d tokens", len(prompts), length)
-        scores = {name: measure(ov_dir, VARIANTS[name], prompts) for name in variants}
-        results[length] = {
-            name: summary(s, scores[REFERENCE], length) for name, s in scores.items()
-        }
-        for name, s in results[length].items():
-            logger.info("%d %s: %s", length, name, s)
+        kinds = {"files": files_prompts, "recall": [recall_window(p) for p in files_prompts]}
+        for kind in args.kinds:
+            key = f"{length:,} {kind}"
+            logger.info("%s: %d prompts", key, len(kinds[kind]))
+            scores = {name: measure(ov_dir, VARIANTS[name], kinds[kind]) for name in variants}
+            results[key] = {
+                name: summary(s, scores[REFERENCE], length) for name, s in scores.items()
+            }
+            for name, s in results[key].items():
+                logger.info("%s %s: %s", key, name, s)
     record["load_average_end"] = os.getloadavg()
-    record["results"] = {str(k): v for k, v in results.items()}
+    record["results"] = results
     record["variants"] = {
         name: {"sparse": VARIANTS[name].sparse, "properties": VARIANTS[name].properties,
                "note": VARIANTS[name].note}

@@ -8,6 +8,9 @@ exactly 1.000x and full agreement.
 
 from __future__ import annotations
 
+import random
+
+from bench.quality_model import RECALL_SPAN, recall_window, repeat_spans
 from bench.sparse_quality import (
     CONTINUATION,
     Scores,
@@ -53,15 +56,37 @@ def test_regions_split_the_prompt_where_sparse_prefill_changes() -> None:
 
 def test_an_identical_variant_scores_one_and_full_agreement() -> None:
     greedy = [list(range(CONTINUATION)), list(range(5, 5 + CONTINUATION))]
-    ref = Scores(logprobs=[[-1.0] * 4096, [-2.0] * 4096], greedy=greedy)
+    ref = Scores(logprobs=[[-1.0] * 4096, [-2.0] * 4096], greedy=greedy, truth=greedy)
     same = summary(ref, ref, 4096)
     assert same["ppl sparse vs dense"] == 1.0
     assert same["greedy agreement"] == 1.0
+    assert same["text agreement"] == 1.0
     assert same["identical"] == 2
     changed = Scores(
-        logprobs=ref.logprobs, greedy=[greedy[0][:10] + [999] * (CONTINUATION - 10), greedy[1]]
+        logprobs=ref.logprobs,
+        greedy=[greedy[0][:10] + [999] * (CONTINUATION - 10), greedy[1]],
+        truth=greedy,
     )
     s = summary(changed, ref, 4096)
     assert s["first divergence min"] == 10
     assert s["identical"] == 1
     assert first_divergence([1, 2, 3], [1, 2, 4]) == 2
+
+
+def test_recall_prompts_end_with_a_copy_from_beyond_a_2k_window() -> None:
+    for n in (4096, 8192):
+        ids = list(range(n))
+        recall = recall_window(ids)
+        assert len(recall) == n
+        assert recall[: n - RECALL_SPAN] == ids[: n - RECALL_SPAN]
+        assert recall[-RECALL_SPAN:] == ids[n // 4 : n // 4 + RECALL_SPAN]
+        assert (n - RECALL_SPAN) - (n // 4 + RECALL_SPAN) > 2048 - RECALL_SPAN
+
+
+def test_training_repeats_copy_forward_inside_the_window() -> None:
+    rng = random.Random(0)
+    for source, dest, length in repeat_spans(8192, 200, rng):
+        assert 32 <= length <= 256
+        assert source >= 0
+        assert source + length <= dest
+        assert dest + length <= 8192
