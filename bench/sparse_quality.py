@@ -107,7 +107,20 @@ VARIANTS = {
             F32,
             "threshold 0.5, block 64",
         ),
+        Variant(
+            "xattention-0.95",
+            {"mode": "XATTENTION", "xattention_threshold": 0.95},
+            F32,
+            "threshold 0.95 (milder), block 64",
+        ),
+        Variant(
+            "xattention-1.0",
+            {"mode": "XATTENTION", "xattention_threshold": 1.0},
+            F32,
+            "threshold 1.0: keeps every block, so it must match dense (a check)",
+        ),
         Variant("trishape-bf16", {"mode": "TRISHAPE"}, SERVER_DEFAULT, "defaults, as served"),
+        Variant("xattention-bf16", {"mode": "XATTENTION"}, SERVER_DEFAULT, "defaults, as served"),
     )
 }
 
