@@ -79,20 +79,20 @@ def texts_for(tokenizer: Any, dialogues_path: Path) -> dict[str, list[list[int]]
     return {"trained dialogues": [t for t in trained if len(t) > 1], "README (unseen)": unseen}
 
 
-def model_texts(tokenizer: Any, model_dir: Path, cap: int) -> dict[str, list[list[int]]]:
-    """Token windows of a ``bench.quality_model`` model's held-out texts (``heldout.json``).
+def heldout_file_ids(tokenizer: Any, model_dir: Path) -> dict[str, list[list[int]]]:
+    """Token ids of each file of a ``bench.quality_model`` model's held-out texts, by text
+    name, in ``heldout.json``'s order.
 
-    Each text's files are cut into non-overlapping windows of ``WINDOW`` tokens; ``cap``
-    evenly spaced windows are kept, so every part of the text is represented. A file that
-    changed since training (another sha256; likely for ``engine/``) is still unseen by the
-    model and is scored, with a warning, but the windows differ from an earlier run's.
+    A file that changed since training (another sha256; likely for ``engine/``) is still
+    unseen by the model and is kept, with a warning, but its ids differ from an earlier
+    run's; a missing file is skipped.
     """
     manifest = json.loads((model_dir / "heldout.json").read_text(encoding="utf-8"))
-    tokenizer.model_max_length = sys.maxsize  # whole files, cut into windows below
+    tokenizer.model_max_length = sys.maxsize  # whole files
     roots = {"stdlib": stdlib_dir(), "repo": REPO_ROOT}
     texts: dict[str, list[list[int]]] = {}
     for text in manifest["texts"]:
-        windows: list[list[int]] = []
+        files: list[list[int]] = []
         for item in text["files"]:
             path = roots[text["root"]] / item["path"]
             if not path.exists():
@@ -102,12 +102,24 @@ def model_texts(tokenizer: Any, model_dir: Path, cap: int) -> dict[str, list[lis
             if hashlib.sha256(data).hexdigest() != item["sha256"]:
                 logger.warning("%s: changed since the model was trained", path)
             ids = tokenizer(data.decode("utf-8", errors="replace"), add_special_tokens=False)
-            ids = ids["input_ids"]
-            windows.extend(ids[i : i + WINDOW] for i in range(0, len(ids) - 1, WINDOW))
+            files.append(ids["input_ids"])
+        texts[text["name"]] = files
+    return texts
+
+
+def model_texts(tokenizer: Any, model_dir: Path, cap: int) -> dict[str, list[list[int]]]:
+    """Token windows of a ``bench.quality_model`` model's held-out texts (``heldout.json``).
+
+    Each text's files are cut into non-overlapping windows of ``WINDOW`` tokens; ``cap``
+    evenly spaced windows are kept, so every part of the text is represented.
+    """
+    texts: dict[str, list[list[int]]] = {}
+    for name, files in heldout_file_ids(tokenizer, model_dir).items():
+        windows = [ids[i : i + WINDOW] for ids in files for i in range(0, len(ids) - 1, WINDOW)]
         windows = [w for w in windows if len(w) > 1]
         if len(windows) > cap > 0:
             windows = [windows[i * len(windows) // cap] for i in range(cap)]
-        texts[text["name"]] = windows
+        texts[name] = windows
     return texts
 
 

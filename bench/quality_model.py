@@ -17,7 +17,23 @@ whichever comes first. It writes::
     OUT/ov/            fp32 OpenVINO IR (optimum-intel, text-generation-with-past) + tokenizer
     OUT/heldout.json   the held-out texts (stdlib files, this repository's engine/ source)
                        with their sha256, so ``bench.quality --model OUT`` rebuilds the windows
-    OUT/training.json  steps, tokens seen, final train loss, held-out losses, seconds
+    OUT/training.json  steps, tokens seen, final train loss, held-out losses, seconds, and
+                       (``position_loss``) the held-out loss by token position and with the
+                       context cut short, which shows whether the model uses long context
+
+Long-context proxies (``bench.sparse_quality``): train with a long ``--seq`` (``--batch 1``);
+``max_position_embeddings`` is ``--max-positions`` (default: ``--seq``, at least 1,024).
+Briefly trained on plain source, a small model learns no use of context beyond a few
+hundred tokens (a first 25-minute run at 8,192 tokens did not); ``--repeats N`` copies N
+spans of 32-256 tokens of every training window to a later place in it (files re-read and
+code quoted in edits, as in an agent's transcript), which teaches the model to retrieve
+from far back. ``--warm-seq N`` trains the first ``--warm-share`` of the run on windows of
+N tokens (as many tokens per step; the repeats scaled to the window), where attention
+costs less, so more steps fit before the long windows. ``position_loss`` then also scores ``recall``: the last 256 tokens of each
+held-out window replaced by a copy of a passage a quarter into it, with full context and
+with 2,048 tokens (the copy's source out of sight).
+``--eval-only`` recomputes the held-out figures of an existing ``OUT/hf`` into
+``training.json`` without training or exporting.
 
 What it can and cannot show: still a small, briefly trained model on one kind of text; it has
 realistic row widths but none of the outlier channels multi-billion models grow, which make
@@ -35,10 +51,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import logging
 import math
 import os
+import random
 import shutil
 import sys
 import sysconfig
@@ -56,6 +74,30 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 HELDOUT_SHARE = 10  # one stdlib file in HELDOUT_SHARE is never trained on
 TEXT_STDLIB = "stdlib (held out)"
 TEXT_ENGINE = "engine/ (unseen)"
+POSITION_EDGES = (0, 256, 1024, 2048, 4096, 8192, 16384, 32768)
+ABLATION_TARGETS = 512  # the last tokens of each window, scored with their context cut short
+ABLATION_CONTEXTS = (256, 1024, 2048, 4096)
+RECALL_SPAN = 256  # the copied passage of the recall figures
+RECALL_SKIP = 64  # its first tokens are not scored: the model cannot know yet what is copied
+REPEAT_MIN, REPEAT_MAX = 32, 256  # lengths of the spans --repeats copies
+
+
+def repeat_spans(seq: int, count: int, rng: random.Random) -> list[tuple[int, int, int]]:
+    """``count`` (source, destination, length) copies inside a window of ``seq`` tokens:
+    the destination starts after the source ends, so the copy is always later."""
+    spans = []
+    for _ in range(count):
+        length = rng.randint(REPEAT_MIN, min(REPEAT_MAX, seq // 4))
+        source = rng.randint(0, seq - 2 * length)
+        spans.append((source, rng.randint(source + length, seq - length), length))
+    return spans
+
+
+def recall_window(ids: list[int]) -> list[int]:
+    """``ids`` with its last ``RECALL_SPAN`` tokens replaced by the passage a quarter in."""
+    n = len(ids)
+    source = n // 4
+    return ids[: n - RECALL_SPAN] + ids[source : source + RECALL_SPAN]
 
 
 def stdlib_dir() -> Path:
@@ -135,15 +177,20 @@ def flops_per_step(hidden: int, intermediate: int, layers: int, kv_heads: int, h
     return 6.0 * params * tokens + 6.0 * layers * 2 * seq * hidden * tokens
 
 
+def window_starts(length: int, seq: int, limit: int) -> list[int]:
+    """Up to ``limit`` evenly spaced starts of non-overlapping ``seq`` windows in ``length``."""
+    starts = list(range(0, length - seq, seq))
+    step = max(1, len(starts) // max(1, limit))
+    return starts[::step][:limit]
+
+
 def evaluate(model: Any, stream: list[int], seq: int, limit: int) -> float:
     """Mean next-token loss over up to ``limit`` evenly spaced non-overlapping windows."""
     import torch  # type: ignore[import-not-found]  # venv only
 
-    starts = list(range(0, len(stream) - seq, seq))
+    starts = window_starts(len(stream), seq, limit)
     if not starts:
         return float("nan")
-    step = max(1, len(starts) // limit)
-    starts = starts[::step][:limit]
     model.eval()
     total = 0.0
     with torch.no_grad():
@@ -153,6 +200,64 @@ def evaluate(model: Any, stream: list[int], seq: int, limit: int) -> float:
             total += float(out.loss) * len(batch)
     model.train()
     return total / len(starts)
+
+
+def token_losses(model: Any, ids: list[int]) -> Any:
+    """Next-token losses of one window (torch tensor ``[len(ids) - 1]``): entry ``i`` is
+    the loss of token ``i + 1``, predicted from the ``i + 1`` tokens before it."""
+    import torch  # venv only
+
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+        return torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")
+
+
+def position_losses(model: Any, stream: list[int], seq: int, limit: int) -> dict[str, float]:
+    """Held-out loss by token position, and of late tokens with their context cut short.
+
+    Why: a model that uses long context predicts late tokens better than early ones (code
+    reuses names defined far above), but position alone mixes "some context" with "long
+    context". The cut-context figures separate them: the last ``ABLATION_TARGETS`` tokens
+    of each window are scored again from only the ``W`` tokens before the first of them
+    (``ctx W``; RoPE is relative, so only the lost tokens differ); ``ctx full`` minus
+    ``ctx 2048`` is what context beyond 2k tokens is worth to the model, which is what
+    tri-shape sparse prefill (128 start + 1,920 recent tokens) hides from prompt tokens.
+    Keys: ``pos A-B`` (target positions A..B-1, mean nats) and ``ctx W`` / ``ctx full``.
+    """
+    import torch  # venv only
+
+    starts = window_starts(len(stream), seq, limit)
+    if not starts:
+        return {}
+    model.eval()
+    full = torch.stack([token_losses(model, stream[s : s + seq]) for s in starts])
+    out: dict[str, float] = {}
+    for a, b in itertools.pairwise(POSITION_EDGES):
+        if b <= seq:
+            out[f"pos {a}-{b}"] = float(full[:, max(a, 1) - 1 : b - 1].mean())
+    n = ABLATION_TARGETS
+    if seq > 2 * n:
+        out["ctx full"] = float(full[:, seq - n - 1 :].mean())
+        for w in ABLATION_CONTEXTS:
+            if w + n < seq:
+                cut = [
+                    token_losses(model, stream[s + seq - n - w : s + seq])[w - 1 :] for s in starts
+                ]
+                out[f"ctx {w}"] = float(torch.stack(cut).mean())
+    if seq // 4 + RECALL_SPAN <= seq - RECALL_SPAN - 2048:  # source out of a 2,048 view
+        scored = RECALL_SPAN - RECALL_SKIP
+        recall = [recall_window(stream[s : s + seq]) for s in starts]
+        out["recall full"] = float(
+            torch.stack([token_losses(model, w)[-scored:] for w in recall]).mean()
+        )
+        out["recall ctx 2048"] = float(
+            torch.stack(
+                [token_losses(model, w[-2048 - RECALL_SPAN :])[-scored:] for w in recall]
+            ).mean()
+        )
+    model.train()
+    logger.info("position losses (%d windows of %d): %s", len(starts), seq, out)
+    return out
 
 
 def token_streams(
@@ -201,7 +306,7 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         num_hidden_layers=args.layers,
         num_attention_heads=args.heads,
         num_key_value_heads=args.kv_heads,
-        max_position_embeddings=1024,
+        max_position_embeddings=args.max_positions or max(1024, args.seq),
         tie_word_embeddings=True,
         bos_token_id=separator,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
@@ -211,10 +316,7 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     n_params = sum(p.numel() for p in model.parameters())
     logger.info("model: %.1f M parameters, %s", n_params / 1e6, config.to_diff_dict())
     record = train_loop(args, model, torch.tensor(stream, dtype=torch.long))
-    record["heldout_loss"] = {
-        name: evaluate(model, ids, args.seq, args.eval_windows) for name, ids in held.items()
-    }
-    logger.info("held-out loss: %s", record["heldout_loss"])
+    record.update(heldout_figures(model, held, args))
     record.update(
         parameters=n_params,
         args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -239,6 +341,44 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return record
 
 
+def heldout_figures(
+    model: Any, held: dict[str, list[int]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """``heldout_loss`` (mean over ``--seq`` windows) and ``position_loss`` per held-out text."""
+    figures: dict[str, Any] = {
+        "heldout_loss": {
+            name: evaluate(model, ids, args.seq, args.eval_windows) for name, ids in held.items()
+        },
+        "position_loss": {
+            name: position_losses(model, ids, args.seq, args.eval_windows)
+            for name, ids in held.items()
+        },
+    }
+    logger.info("held-out loss: %s", figures["heldout_loss"])
+    return figures
+
+
+def evaluate_only(args: argparse.Namespace, out: Path) -> None:
+    """Recompute the held-out figures of ``OUT/hf`` into ``OUT/training.json``."""
+    import torch  # venv only
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # venv only
+
+    torch.set_num_threads(2)
+    tokenizer = AutoTokenizer.from_pretrained(out / "hf")
+    tokenizer.model_max_length = sys.maxsize
+    separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    _, heldout = stdlib_split()
+    held = {
+        TEXT_STDLIB: tokenize_files(tokenizer, heldout, separator),
+        TEXT_ENGINE: tokenize_files(tokenizer, engine_files(), separator),
+    }
+    model = AutoModelForCausalLM.from_pretrained(out / "hf", dtype=torch.float32)
+    path = out / "training.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record.update(heldout_figures(model, held, args))
+    path.write_text(json.dumps(record, indent=1))
+
+
 def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any]:
     """AdamW on random ``--seq`` windows of ``data`` until ``--steps`` or ``--minutes``."""
     import torch  # venv only
@@ -247,12 +387,14 @@ def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any
         model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1
     )
     generator = torch.Generator().manual_seed(args.seed)
+    rng = random.Random(args.seed)
     warmup = max(1, min(100, args.steps // 20))
     limit_s = args.minutes * 60 if args.minutes else math.inf
     losses: list[float] = []
     tokens_seen = 0
     step = 0
     stopped_by = "steps"
+    warm_steps = 0
     start = time.monotonic()
     model.train()
     while step < args.steps:
@@ -260,28 +402,38 @@ def train_loop(args: argparse.Namespace, model: Any, data: Any) -> dict[str, Any
         if elapsed >= limit_s:
             stopped_by = "minutes"
             break
-        lr = lr_at(max(step / args.steps, elapsed / limit_s), step, warmup, args.lr)
+        progress = max(step / args.steps, elapsed / limit_s)
+        lr = lr_at(progress, step, warmup, args.lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        offsets = torch.randint(0, len(data) - args.seq, (args.batch,), generator=generator)
-        batch = torch.stack([data[o : o + args.seq] for o in offsets.tolist()])
+        seq, rows, repeats = args.seq, args.batch, args.repeats
+        if args.warm_seq and progress < args.warm_share:  # same tokens per step, shorter rows
+            seq, rows = args.warm_seq, args.batch * args.seq // args.warm_seq
+            repeats = round(args.repeats * args.warm_seq / args.seq)
+            warm_steps += 1
+        offsets = torch.randint(0, len(data) - seq, (rows,), generator=generator)
+        batch = torch.stack([data[o : o + seq] for o in offsets.tolist()])
+        for row in batch:
+            for source, dest, length in repeat_spans(seq, repeats, rng):
+                row[dest : dest + length] = row[source : source + length].clone()
         loss = model(input_ids=batch, labels=batch).loss  # the model shifts the labels
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
-        tokens_seen += args.batch * args.seq
+        tokens_seen += rows * seq
         losses.append(loss.detach().item())
         if step == 1 or step % args.log_every == 0 or step == args.steps:
             logger.info(
-                "step %d/%d loss %.4f lr %.2e tokens %d (%.2f epochs) %.2f s/step",
-                step, args.steps, losses[-1], lr, tokens_seen, tokens_seen / len(data),
+                "step %d/%d seq %d loss %.4f lr %.2e tokens %d (%.2f epochs) %.2f s/step",
+                step, args.steps, seq, losses[-1], lr, tokens_seen, tokens_seen / len(data),
                 (time.monotonic() - start) / step,
             )  # fmt: skip
     seconds = time.monotonic() - start
     return {
         "steps": step,
+        "warm_steps": warm_steps,
         "stopped_by": stopped_by,
         "tokens_seen": tokens_seen,
         "epochs": tokens_seen / len(data),
@@ -324,12 +476,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-every", type=int, default=10, help="log the loss every N steps")
     parser.add_argument("--eval-windows", type=int, default=32, help="held-out loss windows")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        help="copy this many spans of each training window later into it (long-range recall)",
+    )
+    parser.add_argument(
+        "--warm-seq",
+        type=int,
+        default=0,
+        help="train on windows this long (--batch x --seq / N of them) for --warm-share first",
+    )
+    parser.add_argument("--warm-share", type=float, default=0.7)
+    parser.add_argument(
+        "--max-positions", type=int, default=0, help="default: --seq, at least 1024"
+    )
     parser.add_argument("--out", type=Path, help="default: CACHE/quality/code-<hidden>")
+    parser.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="recompute OUT/hf's held-out figures (at --seq) into training.json; no training",
+    )
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     out: Path = args.out or args.cache / "quality" / f"code-{args.hidden}"
     out.mkdir(parents=True, exist_ok=True)
     logger.info("writing %s", out)
+    if args.eval_only:
+        evaluate_only(args, out)
+        return 0
     record = train(args, out)
     export(Path(sys.executable), out)
     (out / "training.json").write_text(json.dumps(record, indent=1))
