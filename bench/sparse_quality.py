@@ -26,11 +26,16 @@ in training, each prompt starting at a file start, none overlapping) go through 
   dense reference's 64 (position-wise agreement, first diverging position) and with the
   text's own 64 tokens.
 
-Two kinds of prompt: ``files``, the files as they are, and ``recall``, the same prompts with
+Three kinds of prompt: ``files``, the files as they are; ``recall``, the same prompts with
 their last 256 tokens replaced by a copy of the passage a quarter into the prompt
 (``bench.quality_model.recall_window``: 2.8k tokens back at 4k, 5.9k at 8k), as when an
-agent quotes code it read earlier; the 64 scored tokens are the copy's end, so they test
-retrieval from beyond tri-shape's 2,048-token window.
+agent quotes code it read earlier: the last 64 tokens are the copy's end, prefilled
+densely, and the ``copy`` region its tokens before them, prefilled by sparse queries; and
+``recall-mid``, a passage from token 256 copied to 1,024 tokens before the end
+(:func:`mid_recall_window`: 2.8k / 6.9k tokens back), wholly in the sparse region, so its
+``copy`` region is recall that tri-shape cannot see, and the last 64 tokens show whether
+that damage reaches the reply. A proxy must use long context for these to mean anything:
+``position_loss``'s ``recall full`` well below ``recall ctx 2048`` (``--copy-rows``).
 
 Sparse attention changes prefill only; decoding is dense in every variant. So the figures
 are what the sparse prefill's KV does to the tokens that follow a long prompt.
@@ -63,12 +68,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.common import setup_logging
-from bench.quality_model import recall_window
+from bench.quality_model import RECALL_SKIP, RECALL_SPAN, recall_window
 
 logger = logging.getLogger(__name__)
+
+Kind = Literal["files", "recall", "recall-mid"]
 
 CONTINUATION = 64  # tokens scored after the long prompt (teacher-forced and greedy)
 DENSE_TAIL = 100  # GenAI's num_last_dense_tokens_in_prefill default
@@ -76,6 +83,9 @@ EARLY = 2048  # tri-shape's default 128 start + 1,920 recent tokens
 F32 = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
 SERVER_DEFAULT = {"KV_CACHE_PRECISION": "f16"}  # bf16 execution where the CPU has it
 REFERENCE = "dense"
+MID_SOURCE = 256  # recall-mid: the copied passage starts here, past tri-shape's 128 start
+MID_FROM_END = 1024  # and is copied to this many tokens before the prompt's end
+KINDS: tuple[Kind, ...] = ("files", "recall", "recall-mid")
 
 
 @dataclass(frozen=True)
@@ -156,13 +166,30 @@ def build_prompts(
 # --- scoring -------------------------------------------------------------------------------
 
 
-def regions(length: int) -> dict[str, tuple[int, int]]:
-    """Target-position ranges ``[a, b)`` scored separately for a prompt of ``length``."""
-    return {
+def mid_recall_window(ids: Sequence[int]) -> list[int]:
+    """``ids`` with the ``RECALL_SPAN`` tokens from ``MID_SOURCE`` copied to ``MID_FROM_END``
+    tokens before the end: a copy prefilled by sparse queries (tri-shape's 1,920 recent
+    tokens do not reach its source, nor do its 128 start tokens), as when a prompt quotes
+    code it read far above, long before the question at its end."""
+    dest = len(ids) - MID_FROM_END
+    return [*ids[:dest], *ids[MID_SOURCE : MID_SOURCE + RECALL_SPAN], *ids[dest + RECALL_SPAN :]]
+
+
+def regions(length: int, kind: Kind = "files") -> dict[str, tuple[int, int]]:
+    """Target-position ranges ``[a, b)`` scored separately for a prompt of ``length``;
+    recall prompts add ``copy``: their copy's tokens after its first ``RECALL_SKIP`` (which
+    no model can know are a copy), as far as sparse queries prefill them."""
+    spans = {
         f"<{EARLY}": (1, min(EARLY, length - DENSE_TAIL)),
         "sparse": (EARLY, length - DENSE_TAIL),
         f"last {CONTINUATION}": (length - CONTINUATION, length),
     }
+    if kind == "recall":
+        spans["copy"] = (length - RECALL_SPAN + RECALL_SKIP, length - DENSE_TAIL)
+    elif kind == "recall-mid":
+        dest = length - MID_FROM_END
+        spans["copy"] = (dest + RECALL_SKIP, dest + RECALL_SPAN)
+    return spans
 
 
 def first_divergence(ref: Sequence[int], got: Sequence[int]) -> int:
@@ -195,10 +222,11 @@ def agreement(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> float:
     return agree / total if total else math.nan
 
 
-def summary(scores: Scores, ref: Scores, length: int) -> dict[str, Any]:
-    """PPL per region (and vs the reference) and greedy agreement with the reference."""
+def summary(scores: Scores, ref: Scores, spans: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """PPL per region of ``spans`` (and vs the reference) and greedy agreement with the
+    reference."""
     out: dict[str, Any] = {"prompts": len(scores.greedy), "seconds": round(scores.seconds, 1)}
-    for name, (a, b) in regions(length).items():
+    for name, (a, b) in spans.items():
         nll, ref_nll = scores.nll(a, b), ref.nll(a, b)
         out[f"ppl {name}"] = math.exp(nll)
         out[f"ppl {name} vs dense"] = math.exp(nll - ref_nll)
@@ -290,15 +318,19 @@ def table(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
     last = f"last {CONTINUATION}"
     lines = [
         f"| prompts | variant | PPL <{EARLY} | sparse-region PPL (vs dense) | "
-        f"last-{CONTINUATION} PPL (vs dense) | mean abs. d log p, last {CONTINUATION} | "
+        f"copy PPL (vs dense) | last-{CONTINUATION} PPL (vs dense) | "
+        f"mean abs. d log p, last {CONTINUATION} | "
         "greedy = dense | greedy = text | first divergence: median, min | identical |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for prompts, by_variant in results.items():
         for name, s in by_variant.items():
+            copy = (
+                f"{s['ppl copy']:.3f} ({s['ppl copy vs dense']:.3f}x)" if "ppl copy" in s else "-"
+            )
             lines.append(
                 f"| {prompts} | {name} | {s[f'ppl <{EARLY}']:.3f} | "
-                f"{s['ppl sparse']:.3f} ({s['ppl sparse vs dense']:.3f}x) | "
+                f"{s['ppl sparse']:.3f} ({s['ppl sparse vs dense']:.3f}x) | {copy} | "
                 f"{s[f'ppl {last}']:.3f} ({s[f'ppl {last} vs dense']:.3f}x) | "
                 f"{s[f'mean |dlogp| {last}']:.4f} | {s['greedy agreement']:.1%} | "
                 f"{s['text agreement']:.1%} | "
@@ -314,9 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--prompts", type=int, default=6, help="prompts per held-out text")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
-    parser.add_argument(
-        "--kinds", nargs="+", choices=["files", "recall"], default=["files", "recall"]
-    )
+    parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -338,13 +368,18 @@ def main(argv: list[str] | None = None) -> int:
             for files in texts.values()
             for p in build_prompts(files, length, args.prompts, separator)
         ]
-        kinds = {"files": files_prompts, "recall": [recall_window(p) for p in files_prompts]}
+        kinds = {
+            "files": files_prompts,
+            "recall": [recall_window(p) for p in files_prompts],
+            "recall-mid": [mid_recall_window(p) for p in files_prompts],
+        }
         for kind in args.kinds:
             key = f"{length:,} {kind}"
             logger.info("%s: %d prompts", key, len(kinds[kind]))
             scores = {name: measure(ov_dir, VARIANTS[name], kinds[kind]) for name in variants}
             results[key] = {
-                name: summary(s, scores[REFERENCE], length) for name, s in scores.items()
+                name: summary(s, scores[REFERENCE], regions(length, kind))
+                for name, s in scores.items()
             }
             for name, s in results[key].items():
                 logger.info("%s %s: %s", key, name, s)
