@@ -339,7 +339,10 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         pad_token_id=separator,
         rope_theta=args.rope_theta,
     )
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if args.init_from:  # go on training a proxy: its shape and RoPE, not the arguments'
+        model = AutoModelForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     n_params = sum(p.numel() for p in model.parameters())
     logger.info("model: %.1f M parameters, %s", n_params / 1e6, config.to_diff_dict())
     special = set(tokenizer.all_special_ids)
@@ -482,7 +485,7 @@ def train_loop(args: argparse.Namespace, model: Any, data: Any, ordinary: Any) -
         loss = token_loss.mean()
         if spans:  # the repeats' tokens after their first: token d + 1 is predicted at d
             copied = [token_loss[i, d : d + n - 1] for i, (d, n) in spans.items()]
-            copy_losses.append(float(torch.cat(copied).mean()))
+            copy_losses.append(float(torch.cat(copied).detach().mean()))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -572,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
         default=10000.0,
         help="RoPE base (Qwen2.5 uses 1e6, which lets retrieval learned on short windows "
         "reach far: its slowest channels barely turn over 8k tokens)",
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        help="start from this transformers checkpoint (another run's OUT/hf), not at random",
     )
     parser.add_argument("--out", type=Path, help="default: CACHE/quality/code-<hidden>")
     parser.add_argument(

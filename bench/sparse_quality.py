@@ -103,6 +103,15 @@ VARIANTS = {
     for v in (
         Variant(REFERENCE, None, F32, "dense, f32 execution and KV (the reference)"),
         Variant("dense-bf16", None, SERVER_DEFAULT, "dense, default precision, f16 KV"),
+        Variant(
+            "dense-u8kv",
+            None,
+            {"KV_CACHE_PRECISION": "u8"},
+            "dense, default precision, u8 KV (OpenVINO's CPU default: a self-tune candidate)",
+        ),
+        Variant(
+            "dense-u4kv", None, {"KV_CACHE_PRECISION": "u4"}, "dense, default precision, u4 KV"
+        ),
         Variant("trishape", {"mode": "TRISHAPE"}, F32, "defaults: 128 + 1,920, last 100"),
         Variant(
             "trishape-512",
