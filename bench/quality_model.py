@@ -26,16 +26,19 @@ Long-context proxies (``bench.sparse_quality``): train with a long ``--seq`` (``
 Briefly trained on plain source, a small model learns no use of context beyond a few
 hundred tokens (a first 25-minute run at 8,192 tokens did not); ``--repeats N`` copies N
 spans of 32-256 tokens of every training window to a later place in it (files re-read and
-code quoted in edits, as in an agent's transcript), which teaches the model to retrieve
-from far back. ``--warm-seq N`` trains the first ``--warm-share`` of the run on windows of
+code quoted in edits, as in an agent's transcript), meant to teach retrieval from far
+back. ``--warm-seq N`` trains the first ``--warm-share`` of the run on windows of
 N tokens (as many tokens per step; the repeats scaled to the window), where attention
-costs less, so more steps fit before the long windows. Neither grew retrieval in a 32-minute
-run; ``--copy-rows S`` does: that share of the rows are random tokens with one span
-repeated at a random distance (the classic probe on which small networks grow induction
-heads in a few hundred steps), mixed with the code rows; with ``--rope-theta 1e6`` (as
-Qwen2.5) retrieval learned on short windows reaches across long ones. ``position_loss`` then also scores ``recall``: the last 256 tokens of each
-held-out window replaced by a copy of a passage a quarter into it, with full context and
-with 2,048 tokens (the copy's source out of sight).
+costs less, so more steps fit before the long windows. ``--copy-rows S`` makes that share
+of the rows random tokens with one span repeated at a random distance, which only
+retrieval by content (an induction head) predicts; ``--rope-theta`` sets RoPE's base
+(Qwen2.5 uses 1e6, whose slowest channels barely turn over 8k tokens, so retrieval learned
+on short windows could reach across long ones); ``--init-from`` goes on training another
+run's checkpoint. None of these grew retrieval within this machine's 20-30-minute runs
+(docs/benchmarks.md, "A proxy that retrieves from far back"); the copied-span loss the
+training log prints shows when one does. ``position_loss`` then also scores ``recall``:
+the last 256 tokens of each held-out window replaced by a copy of a passage a quarter into
+it, with full context and with 2,048 tokens (the copy's source out of sight).
 ``--eval-only`` recomputes the held-out figures of an existing ``OUT/hf`` into
 ``training.json`` without training or exporting.
 
@@ -107,8 +110,8 @@ def copy_row(seq: int, ordinary: Any, generator: Any, rng: random.Random) -> tup
     """A ``--copy-rows`` row: ``seq`` random ordinary tokens, one span of ``seq / 8`` to
     ``seq / 2`` of them repeated later at a random distance; returns the row, where the
     repeat starts and its length. Only retrieval predicts the repeat, and only by content
-    (a fixed distance teaches a network to copy from that distance and no other), which is
-    the classic probe that grows induction heads (code alone did not in 32 minutes)."""
+    (a fixed distance taught a network to copy from that distance and no other): the
+    repeated-random-tokens probe on which induction heads are studied."""
     import torch  # venv only
 
     row = ordinary[torch.randint(0, len(ordinary), (seq,), generator=generator)]
