@@ -120,23 +120,13 @@ VARIANTS = {
             "128 start + 384 recent, last 100",
         ),
         Variant("xattention", {"mode": "XATTENTION"}, F32, "defaults: threshold 0.8, block 64"),
-        Variant(
-            "xattention-0.5",
-            {"mode": "XATTENTION", "xattention_threshold": 0.5},
-            F32,
-            "threshold 0.5, block 64",
-        ),
-        Variant(
-            "xattention-0.95",
-            {"mode": "XATTENTION", "xattention_threshold": 0.95},
-            F32,
-            "threshold 0.95 (milder), block 64",
-        ),
-        Variant(
-            "xattention-1.0",
-            {"mode": "XATTENTION", "xattention_threshold": 1.0},
-            F32,
-            "threshold 1.0: keeps every block, so it must match dense (a check)",
+        *(
+            Variant(f"xattention-{t}", {"mode": "XATTENTION", "xattention_threshold": t}, F32, n)
+            for t, n in (
+                (0.5, "threshold 0.5, block 64"),
+                (0.95, "threshold 0.95 (milder), block 64"),
+                (1.0, "threshold 1.0: keeps every block, so it must match dense (a check)"),
+            )
         ),
         Variant("trishape-bf16", {"mode": "TRISHAPE"}, SERVER_DEFAULT, "defaults, as served"),
         Variant("xattention-bf16", {"mode": "XATTENTION"}, SERVER_DEFAULT, "defaults, as served"),
