@@ -336,6 +336,12 @@ def _x(display: str, *argv: str) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
+def _tail(path: Path, limit: int = 2000) -> str:
+    """The end of a helper program's log, for a failure message."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    return text[-limit:].strip() or "(nothing)"
+
+
 def _window_ids(text: str) -> set[int]:
     ids = set()
     for word in text.split():
@@ -377,23 +383,29 @@ def tray(bundle: Path) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with xvfb() as display, sandbox() as home:
         env = {**os.environ, "DISPLAY": display}
-        panel = subprocess.Popen(
-            [
-                *("trayer", "--edge", "top", "--align", "right", "--widthtype", "request"),
-                *("--height", "32", "--SetDockType", "true", "--transparent", "false"),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with (home / "trayer.log").open("wb") as panel_log:  # quoted if trayer fails
+            panel = subprocess.Popen(
+                [
+                    *("trayer", "--edge", "top", "--align", "right", "--widthtype", "request"),
+                    *("--height", "32", "--SetDockType", "true", "--transparent", "false"),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=panel_log,
+            )
         port = free_port()
         log = home / "app.log"
         app = None
         try:
             deadline = time.monotonic() + 20
             while not (trays := _window_ids(_x(display, "xdotool", "search", "--class", "trayer"))):
-                if time.monotonic() > deadline:
-                    raise SmokeError("trayer did not open a tray window")
+                if panel.poll() is not None or time.monotonic() > deadline:
+                    code = panel.returncode
+                    state = "none in 20 s" if code is None else f"it exited with code {code}"
+                    raise SmokeError(
+                        f"trayer opened no tray window ({state}); "
+                        f"its output: {_tail(home / 'trayer.log')}"
+                    )
                 time.sleep(0.2)
             app_env = clean_env(
                 home, DISPLAY=display, QT_QPA_PLATFORM="xcb", SIDELIGHT_PORT=str(port)
