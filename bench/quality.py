@@ -28,8 +28,8 @@ damage.
 
 Run in the torch/optimum venv (it needs nncf and transformers), from the repository root::
 
-    /work/main/.venv-convert/bin/python -m bench.quality [--windows 8]
-    /work/main/.venv-convert/bin/python -m bench.quality --model CACHE/quality/code-512 \
+    .venv-convert/bin/python -m bench.quality [--windows 8]
+    .venv-convert/bin/python -m bench.quality --model CACHE/quality/code-512 \
         --no-tiny --windows 32
 """
 

@@ -1,4 +1,5 @@
-"""Accuracy cost of GenAI's sparse prefill (tri-shape, XAttention) on a long-context proxy.
+"""Accuracy cost of GenAI's sparse prefill (tri-shape, XAttention) and of the KV cache's
+precision (f16, u8, u4) on a long-context proxy.
 
 Why: ``SchedulerConfig.use_sparse_attention`` made 8k prefill 1.13-1.29x faster
 (``bench.long_prefill``), but both modes are lossy: prompt tokens attend to only part of
@@ -40,9 +41,10 @@ that damage reaches the reply. A proxy must use long context for these to mean a
 Sparse attention changes prefill only; decoding is dense in every variant. So the figures
 are what the sparse prefill's KV does to the tokens that follow a long prompt.
 
-What it can and cannot show: whether a mode disturbs a small trained model that provably
-leans on context beyond 2k tokens, and by how much against the disturbance bf16 execution
-already causes. Not what it does to a 1.5B-8B model: large models have attention sinks
+What it can and cannot show: how much a mode disturbs a small trained model, against the
+disturbance bf16 execution already causes; what it costs recall from beyond 2k tokens only
+on a proxy that provably leans on that context (none trained here has yet:
+docs/benchmarks.md). Not what it does to a 1.5B-8B model: large models have attention sinks
 and retrieval heads a 2-layer proxy has not grown, and tasks (a name defined 20k tokens
 earlier, a tool schema) whose loss a perplexity average dilutes.
 
@@ -51,7 +53,7 @@ Threading: single-threaded script; each pipeline runs one request at a time.
 Run in the torch/optimum venv (transformers for the tokenizer; openvino-genai is there
 too), from the repository root::
 
-    PYTHONPATH=$PWD /work/main/.venv-convert/bin/python -m bench.sparse_quality \\
+    PYTHONPATH=$PWD .venv-convert/bin/python -m bench.sparse_quality \\
         --model CACHE/quality/long-256 [--lengths 4096 8192] [--prompts 6] [--json OUT.json]
 """
 
