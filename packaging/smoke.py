@@ -336,12 +336,6 @@ def _x(display: str, *argv: str) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
-    """The end of a helper program's log, for a failure message."""
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    return text[-limit:].strip() or "(nothing)"
-
-
 def _window_ids(text: str) -> set[int]:
     ids = set()
     for word in text.split():
@@ -404,7 +398,7 @@ def tray(bundle: Path) -> None:
                     state = "none in 20 s" if code is None else f"it exited with code {code}"
                     raise SmokeError(
                         f"trayer opened no tray window ({state}); "
-                        f"its output: {_tail(home / 'trayer.log')}"
+                        f"its output: {_log_tail(home / 'trayer.log') or '(nothing)'}"
                     )
                 time.sleep(0.2)
             app_env = clean_env(
