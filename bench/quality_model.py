@@ -297,10 +297,7 @@ def token_streams(
     train_files, heldout = stdlib_split()
     t0 = time.monotonic()
     stream = tokenize_files(tokenizer, train_files, separator)
-    held = {
-        TEXT_STDLIB: tokenize_files(tokenizer, heldout, separator),
-        TEXT_ENGINE: tokenize_files(tokenizer, engine_files(), separator),
-    }
+    held = held_texts(tokenizer, heldout, separator)
     logger.info(
         "tokenized in %.0f s: %d training files (%d tokens), %d held-out stdlib files "
         "(%d tokens), engine/ %d tokens",
@@ -308,6 +305,14 @@ def token_streams(
         len(held[TEXT_STDLIB]), len(held[TEXT_ENGINE]),
     )  # fmt: skip
     return stream, held, train_files, heldout
+
+
+def held_texts(tokenizer: Any, heldout: list[Path], separator: int) -> dict[str, list[int]]:
+    """The held-out token streams by text name: the stdlib's held-out files, ``engine/``."""
+    return {
+        TEXT_STDLIB: tokenize_files(tokenizer, heldout, separator),
+        TEXT_ENGINE: tokenize_files(tokenizer, engine_files(), separator),
+    }
 
 
 def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -346,8 +351,9 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         model = AutoModelForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
     else:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    shape = model.config  # --init-from's own, else the arguments'
     n_params = sum(p.numel() for p in model.parameters())
-    logger.info("model: %.1f M parameters, %s", n_params / 1e6, config.to_diff_dict())
+    logger.info("model: %.1f M parameters, %s", n_params / 1e6, shape.to_diff_dict())
     special = set(tokenizer.all_special_ids)
     ordinary = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
     record = train_loop(args, model, torch.tensor(stream, dtype=torch.long), ordinary)
@@ -357,11 +363,11 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         training_files=len(train_files),
         flops_per_step=flops_per_step(
-            args.hidden,
-            args.intermediate,
-            args.layers,
-            args.kv_heads,
-            args.heads,
+            shape.hidden_size,
+            shape.intermediate_size,
+            shape.num_hidden_layers,
+            shape.num_key_value_heads,
+            shape.num_attention_heads,
             len(tokenizer),
             args.seq,
             args.batch,
@@ -403,10 +409,7 @@ def evaluate_only(args: argparse.Namespace, out: Path) -> None:
     tokenizer.model_max_length = sys.maxsize
     separator = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     _, heldout = stdlib_split()
-    held = {
-        TEXT_STDLIB: tokenize_files(tokenizer, heldout, separator),
-        TEXT_ENGINE: tokenize_files(tokenizer, engine_files(), separator),
-    }
+    held = held_texts(tokenizer, heldout, separator)
     model = AutoModelForCausalLM.from_pretrained(out / "hf", dtype=torch.float32)
     path = out / "training.json"
     record = json.loads(path.read_text()) if path.exists() else {}
